@@ -1,0 +1,83 @@
+"""cuBLASLt's block-scaled FP8 GEMM through torch._scaled_mm (1x128 activation scales, 128x128
+weight scales), timed the way blocktune times its kernels: a CUDA graph of back-to-back calls
+rotating over input copies totalling >= 4x L2, one warm-up replay, median of 10 replays.
+
+Usage: python3 bench/peer.py --shapes 7168x2304,576x7168 --ms 1,16,64 [--out-dtype bfloat16]
+Prints one JSON line per (N, K, M): {"N":..,"K":..,"M":..,"us":..} or {"error": ...}."""
+import argparse, json, math, statistics, torch
+
+
+def make_inputs(M, N, K, dev):
+    ks = math.ceil(K / 128)
+    a = (torch.randn(M, K, device=dev) * 112).clamp(-448, 448).to(torch.float8_e4m3fn)
+    b = (torch.randn(N, K, device=dev) * 112).clamp(-448, 448).to(torch.float8_e4m3fn)
+    # scale_a (M, K/128) outer-dim-major; scale_b given as Bs^T with Bs [N/128, K/128] row-major
+    sa = (torch.rand(ks, M, device=dev) * 1e-2 + 1e-3).t()
+    sb = (torch.rand(math.ceil(N / 128), ks, device=dev) * 1e-3 + 1e-4).t()
+    return a, b, sa, sb
+
+
+def bench(M, N, K, out_dtype, dev):
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    per = M * K + N * K + M * N * 2
+    nsets = max(2, min(64, math.ceil(4 * l2 / per)))
+    sets = [make_inputs(M, N, K, dev) for _ in range(nsets)]
+    outs = [torch.empty(M, N, device=dev, dtype=out_dtype) for _ in range(nsets)]
+
+    def call(i):
+        a, b, sa, sb = sets[i % nsets]
+        torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype, out=outs[i % nsets])
+
+    call(0)
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for i in range(nsets):
+        call(i)
+    e1.record()
+    torch.cuda.synchronize()
+    est = max(e0.elapsed_time(e1) * 1000 / nsets, 0.5)
+    n = max(nsets, min(400, math.ceil(2000 / est)))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        call(0)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=s):
+            for i in range(n):
+                call(i)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000 / n)
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", required=True)
+    p.add_argument("--ms", required=True)
+    p.add_argument("--out-dtype", default="bfloat16")
+    args = p.parse_args()
+    dev = torch.device("cuda")
+    dt = getattr(torch, args.out_dtype)
+    for shape in args.shapes.split(","):
+        N, K = (int(x) for x in shape.split("x"))
+        for M in (int(x) for x in args.ms.split(",")):
+            rec = {"N": N, "K": K, "M": M, "peer": "torch._scaled_mm block-scaled (cuBLASLt)"}
+            try:
+                rec["us"] = round(bench(M, N, K, dt, dev), 3)
+            except Exception as e:  # cuBLASLt refuses some shapes (M=1, K/128 strides)
+                rec["error"] = str(e).splitlines()[0][:160]
+            print(json.dumps(rec), flush=True)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+/* blocktune: W8A8 block-scaled GEMM kernels (FP8 e4m3 or INT8 in, f16/bf16/f32 out) for NVIDIA
+ * GPUs, picked per shape and batch size from the config files `tune` writes.
+ *
+ *   C[M,N] = (A[M,K] * As) . (B[N,K] * Bs)^T
+ *
+ * A [M,K] and B [N,K] row-major 8-bit codes; As fp32 [M, ceil(K/block_k)] (one scale per row
+ * and K block, row-major); Bs fp32 [ceil(N/block_n), ceil(K/block_k)] row-major; C [M,N]
+ * row-major. The layout of SGLang's w8a8_block_fp8_matmul. K must be a multiple of 16.
+ *
+ * Kernels are compiled with NVRTC on first use (through the same on-disk cache as the tuner)
+ * and run on the caller's stream with the caller's device pointers: blocktune_gemm allocates
+ * nothing and never synchronizes, so it can be captured in a CUDA graph once
+ * blocktune_prepare has compiled what the capture will need.
+ *
+ * Which kernel runs: the native (Hopper) family's config for (device, N, K) when one exists in
+ * the config directory, else the classic family's (SGLang's format, nearest batch size as
+ * SGLang picks), else a built-in heuristic (README: "Dispatch"). Thread safety: one handle per
+ * thread, or serialize calls on a handle.
+ *
+ * Every function returns 0 on success, or -1 with a one-line message in err (may be NULL).
+ */
+#ifndef BLOCKTUNE_H
+#define BLOCKTUNE_H
+
+#include <stddef.h>
+
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct blocktune blocktune;
+
+typedef enum { BLOCKTUNE_FP8 = 0, BLOCKTUNE_INT8 = 1 } blocktune_input;
+typedef enum { BLOCKTUNE_F16 = 0, BLOCKTUNE_BF16 = 1, BLOCKTUNE_F32 = 2 } blocktune_output;
+
+typedef struct {
+    const char *config_dir; /* where `tune` wrote its configs; NULL: built-in heuristic only */
+    const char *cache_dir;  /* compiled-kernel cache; NULL: $XDG_CACHE_HOME/blocktune or
+                               ~/.cache/blocktune */
+} blocktune_options;
+
+typedef struct {
+    CUdeviceptr A, B, As, Bs, C;
+    long M, N, K;
+    blocktune_input input;
+    blocktune_output output;
+    int block_n, block_k; /* quantization block of the scales, usually 128, 128 */
+} blocktune_gemm_args;
+
+/* Opens blocktune on the CUDA context current on this thread (the driver is loaded at run
+ * time; a machine without one gets a clear error here). */
+int blocktune_open(blocktune **bt, const blocktune_options *opt, char *err, size_t errlen);
+void blocktune_close(blocktune *bt);
+
+/* Compiles and loads the kernels that M values in Ms would use for this shape and types. */
+int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM,
+                      char *err, size_t errlen);
+
+/* Enqueues C = A.B^T with block scales on stream. */
+int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream, char *err,
+                   size_t errlen);
+
+/* Describes the kernel blocktune_gemm would run for g, e.g.
+ * "classic BLOCK_SIZE_M=64 ... (config N=7168,K=2304,..., batch 64)"; into buf. */
+int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+// Hopper's asynchronous machinery used by the native kernel: mbarriers, the tensor memory
+// accelerator (TMA) copy engine, and per-warpgroup register reallocation (sm_90a).
+#pragma once
+
+#include "common.cuh"
+
+namespace bt {
+
+// A CUtensorMap as the kernel sees it: 128 opaque bytes, 64-byte aligned, passed by value as a
+// __grid_constant__ parameter so the TMA unit can read it from the parameter space.
+struct __align__(64) tensor_map {
+    u64 opaque[16];
+};
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+// Makes barrier initialisation visible to the async proxy (TMA completes transactions on it).
+__device__ __forceinline__ void mbar_fence_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arms the barrier for `bytes` of incoming TMA data and counts this thread's arrival.
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Waits until the phase with the given parity has completed. A barrier's phases alternate
+// parity 0, 1, 0, ...; waiting on the parity before the first phase returns at once, which is
+// how a producer starts on empty slots.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "wait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+// 2-D tile copy global -> shared by the TMA unit; coordinates are (inner, outer) elements, and
+// rows or columns outside the tensor arrive as zeros. Completion is signalled on bar.
+__device__ __forceinline__ void tma_load_2d(u32 dst, const tensor_map *map, int x, int y, u32 bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((u64)map), "r"(x), "r"(y), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void prefetch_tensor_map(const tensor_map *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
+}
+
+// Moves registers between warpgroups: the producer gives most of its away, the consumers that
+// hold the accumulators take them. Takes effect only under a register cap at launch.
+template <int N> __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+} // namespace bt

@@ -1,0 +1,351 @@
+// The classic W8A8 block-scaled GEMM: C[M,N] = (A[M,K] * As) . (B[N,K] * Bs)^T, with the
+// meaning SGLang's Triton kernel gives its six tuning keys, so a config fast here is fast there.
+//
+// One thread block computes a BT_BM x BT_BN tile of C, walking K in steps of BT_BK through a
+// BT_STAGES-deep cp.async shared-memory pipeline with 32 * BT_WARPS threads; tiles are ordered
+// in groups of BT_GM rows (Triton's grouped order). After each K step the step's partial product
+// is scaled by As[m, k / QBK] * Bs[n / QBN, k / QBK] and added to the fp32 sum.
+//
+// Inputs as SGLang's w8a8_block_fp8_matmul: A [M,K] row-major (e4m3 or s8), As fp32
+// [M, ceil(K/QBK)], B [N,K] row-major, Bs fp32 [ceil(N/QBN), ceil(K/QBK)], C [M,N] row-major.
+// Any M, N; K a multiple of 16 (16-byte copies).
+//
+// Tensor cores as Triton lowers this kernel: on sm_90a, wgmma when the tile holds whole m64
+// warpgroup tiles; otherwise mma.sync m16n8k32 fed by ldmatrix.
+//
+// Compile-time parameters (set by the tuner): BT_BM BT_BN BT_BK BT_GM BT_WARPS BT_STAGES,
+// BT_QBN BT_QBK (quantization block), BT_IN_INT8 (0: e4m3, 1: s8), BT_OUT (0 f16, 1 bf16, 2 f32).
+#include "classic_layout.h"
+#include "common.cuh"
+#include "wgmma.cuh"
+
+namespace bt {
+namespace classic {
+
+constexpr int BM = BT_BM, BN = BT_BN, BK = BT_BK, GM = BT_GM;
+constexpr int WARPS = BT_WARPS, STAGES = BT_STAGES, QBN = BT_QBN, QBK = BT_QBK;
+constexpr bool INT8 = BT_IN_INT8;
+constexpr int OUT = BT_OUT;
+constexpr int THREADS = 32 * WARPS;
+constexpr int NBS = bt_cl_bscales(BN, QBN);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool WGMMA = bt_cl_use_wgmma(1, BM, BN, WARPS);
+#else
+constexpr bool WGMMA = false;
+#endif
+static_assert(QBK % BK == 0, "a K step must lie inside one quantization block");
+static_assert(BK == 32 || BK == 64 || BK == 128, "rows of one swizzle pattern");
+static_assert(QBN % 8 == 0, "fragment column pairs share a weight-scale block");
+
+// Shared memory: every stage's A tile, then every stage's B tile, then As and Bs per stage.
+constexpr int OFF_A = 0;
+constexpr int OFF_B = OFF_A + STAGES * BM * BK;
+constexpr int OFF_AS = OFF_B + STAGES * BN * BK;
+constexpr int OFF_BS = OFF_AS + STAGES * BM * 4;
+static_assert(OFF_BS + STAGES * NBS * 4 == STAGES * bt_cl_stage_bytes(BM, BN, BK, QBN),
+              "layout and the tuner's formula disagree");
+
+typedef typename out_type<OUT>::type out_t;
+
+struct Problem {
+    const u8 *A, *B;
+    const float *As, *Bs;
+    out_t *C;
+    int M, N, K;
+    int ksc; // scale columns: ceil(K / QBK)
+};
+
+// Issues the cp.async copies of K step kt into stage slot `slot`.
+__device__ __forceinline__ void load_stage(const Problem &p, u32 smem, int slot, int kt, int m0, int n0)
+{
+    constexpr int CH = BK / 16; // 16-byte chunks per row
+    const int tid = threadIdx.x;
+    const int k0 = kt * BK;
+    const u32 sa = smem + OFF_A + slot * BM * BK, sb = smem + OFF_B + slot * BN * BK;
+#pragma unroll
+    for (int i = tid; i < BM * CH; i += THREADS) {
+        int r = i / CH, c = i % CH;
+        bool ok = m0 + r < p.M && k0 + c * 16 < p.K;
+        cp_async16(sa + swizzle<BK>(r * BK + c * 16), ok ? p.A + (long)(m0 + r) * p.K + k0 + c * 16 : p.A, ok);
+    }
+#pragma unroll
+    for (int i = tid; i < BN * CH; i += THREADS) {
+        int r = i / CH, c = i % CH;
+        bool ok = n0 + r < p.N && k0 + c * 16 < p.K;
+        cp_async16(sb + swizzle<BK>(r * BK + c * 16), ok ? p.B + (long)(n0 + r) * p.K + k0 + c * 16 : p.B, ok);
+    }
+    const int kb = k0 / QBK;
+    for (int i = tid; i < BM; i += THREADS) {
+        bool ok = m0 + i < p.M;
+        cp_async4(smem + OFF_AS + (slot * BM + i) * 4, ok ? p.As + (long)(m0 + i) * p.ksc + kb : p.As, ok);
+    }
+    const int nb0 = n0 / QBN, nblocks = (p.N + QBN - 1) / QBN;
+    for (int i = tid; i < NBS; i += THREADS) {
+        bool ok = nb0 + i < nblocks;
+        cp_async4(smem + OFF_BS + (slot * NBS + i) * 4, ok ? p.Bs + (long)(nb0 + i) * p.ksc + kb : p.Bs, ok);
+    }
+}
+
+// Per-thread accumulators and the math of one K step. Fragment (f, j, e) of a thread is the
+// C element at tile row row(f, e) and column col(j, e): the m16n8 accumulator layout, which
+// mma.sync tiles and wgmma (per 8 columns of each m64 slab) share.
+// (Partial specializations on the tile shape, so only the path in use is instantiated.)
+template <bool USE_WGMMA, int TBM, int TBN> struct Math;
+
+// mma.sync m16n8k32: warps laid out WM x WN over the tile, WK of them splitting each step's K.
+template <int TBM, int TBN> struct Math<false, TBM, TBN> {
+    static constexpr int WM = bt_cl_warps_m(TBM, TBN, WARPS), WN = bt_cl_warps_n(TBM, TBN, WARPS);
+    static constexpr int WK = bt_cl_warps_k(TBM, TBN, WARPS);
+    static constexpr int TM = TBM / WM, TN = TBN / WN, FM = TM / 16, FN = TN / 8;
+    static constexpr int KSTEPS = BK / 32;
+    static_assert(KSTEPS % WK == 0, "K-splitting warps must share the steps evenly");
+    typedef mma16832<INT8> mma;
+    typedef typename mma::acc acc_t;
+
+    float sum[FM][FN][4];
+    int wm, wn, wk, lane;
+
+    __device__ __forceinline__ Math()
+    {
+        int warp = threadIdx.x / 32;
+        lane = threadIdx.x % 32;
+        wm = warp % WM, wn = warp / WM % WN, wk = warp / (WM * WN);
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int j = 0; j < FN; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    sum[f][j][e] = 0.f;
+    }
+    __device__ __forceinline__ int row(int f, int e) const { return wm * TM + f * 16 + lane / 4 + (e / 2) * 8; }
+    __device__ __forceinline__ int col(int j, int e) const { return wn * TN + j * 8 + (lane % 4) * 2 + e % 2; }
+    __device__ __forceinline__ bool stores() const { return wk == 0; }
+
+    __device__ __forceinline__ void step(const u8 *base, u32 smem, int slot, int n0)
+    {
+        const u32 sa = smem + OFF_A + slot * BM * BK, sb = smem + OFF_B + slot * BN * BK;
+        acc_t part[FM][FN][4];
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int j = 0; j < FN; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    part[f][j][e] = 0;
+#pragma unroll
+        for (int s = 0; s < KSTEPS / WK; s++) {
+            const int kbyte = (s * WK + wk) * 32;
+            u32 a[FM][4], b[FN][2];
+#pragma unroll
+            for (int f = 0; f < FM; f++) {
+                int r = wm * TM + f * 16 + lane % 16;
+                ldmatrix_x4(a[f][0], a[f][1], a[f][2], a[f][3], sa + swizzle<BK>(r * BK + kbyte + lane / 16 * 16));
+            }
+            if (FN % 2 == 0) {
+#pragma unroll
+                for (int j = 0; j < FN; j += 2) {
+                    int r = wn * TN + j * 8 + lane % 8 + lane / 16 * 8;
+                    ldmatrix_x4(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+                                sb + swizzle<BK>(r * BK + kbyte + lane / 8 % 2 * 16));
+                }
+            } else {
+                int r = wn * TN + lane % 8;
+                ldmatrix_x2(b[0][0], b[0][1], sb + swizzle<BK>(r * BK + kbyte + lane / 8 % 2 * 16));
+            }
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+#pragma unroll
+                for (int j = 0; j < FN; j++)
+                    mma::run(part[f][j], a[f], b[j]);
+        }
+        const float *as = (const float *)(base + OFF_AS) + slot * BM;
+        const float *bs = (const float *)(base + OFF_BS) + slot * NBS;
+#pragma unroll
+        for (int f = 0; f < FM; f++) {
+            float sa[2] = {as[row(f, 0)], as[row(f, 2)]};
+#pragma unroll
+            for (int j = 0; j < FN; j++) {
+                    // A thread's two columns of a fragment are in one quantization block (QBN % 8 == 0).
+                const float sb = bs[(n0 % QBN + col(j, 0)) / QBN];
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    sum[f][j][e] += (float)part[f][j][e] * (sa[e / 2] * sb);
+            }
+        }
+    }
+
+    // Warps that split K add their sums into warp-k 0's through shared memory.
+    __device__ __forceinline__ void reduce(u8 *smem_ptr)
+    {
+        if (WK == 1)
+            return;
+        float *red = (float *)smem_ptr;
+        __syncthreads();
+        if (wk > 0) {
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+#pragma unroll
+                for (int j = 0; j < FN; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        red[((wk - 1) * BM + row(f, e)) * BN + col(j, e)] = sum[f][j][e];
+        }
+        __syncthreads();
+        if (wk == 0) {
+            for (int w = 0; w < WK - 1; w++)
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+#pragma unroll
+                    for (int j = 0; j < FN; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            sum[f][j][e] += red[(w * BM + row(f, e)) * BN + col(j, e)];
+        }
+    }
+};
+
+// wgmma m64nNk32: warpgroups split the tile along M when it has an m64 slab for each, else N.
+template <int TBM, int TBN> struct Math<true, TBM, TBN> {
+    static constexpr int NWG = WARPS / 4;
+    static constexpr bool SPLIT_M = (TBM / 64) % NWG == 0;
+    static constexpr int WG_M = SPLIT_M ? TBM / NWG : TBM, WG_N = SPLIT_M ? TBN : TBN / NWG;
+    static constexpr int FM = WG_M / 64, FN = WG_N / 8;
+    typedef wgmma<INT8, WG_N> mma;
+    typedef typename mma::acc acc_t;
+
+    float sum[FM][FN][4];
+    acc_t part[FM][FN * 4];
+    int m_off, n_off, lane, wi;
+
+    __device__ __forceinline__ Math()
+    {
+        int warp = threadIdx.x / 32, wg = warp / 4;
+        lane = threadIdx.x % 32, wi = warp % 4;
+        m_off = SPLIT_M ? wg * WG_M : 0;
+        n_off = SPLIT_M ? 0 : wg * WG_N;
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int j = 0; j < FN; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    sum[f][j][e] = 0.f, part[f][j * 4 + e] = 0;
+    }
+    // Warp wi of the warpgroup owns rows 16*wi .. 16*wi+15 of each m64 slab.
+    __device__ __forceinline__ int row(int f, int e) const { return m_off + f * 64 + wi * 16 + lane / 4 + (e / 2) * 8; }
+    __device__ __forceinline__ int col(int j, int e) const { return n_off + j * 8 + (lane % 4) * 2 + e % 2; }
+    __device__ __forceinline__ bool stores() const { return true; }
+
+    __device__ __forceinline__ void step(const u8 *base, u32 smem, int slot, int n0)
+    {
+        const u32 sa = smem + OFF_A + slot * BM * BK, sb = smem + OFF_B + slot * BN * BK;
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            pin(part[f]);
+        wgmma_fence();
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int s = 0; s < BK / 32; s++)
+                mma::run(part[f], smem_desc<BK>(sa + (m_off + f * 64) * BK + s * 32),
+                         smem_desc<BK>(sb + n_off * BK + s * 32), s > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            pin(part[f]);
+        const float *as = (const float *)(base + OFF_AS) + slot * BM;
+        const float *bs = (const float *)(base + OFF_BS) + slot * NBS;
+#pragma unroll
+        for (int f = 0; f < FM; f++) {
+            float sa2[2] = {as[row(f, 0)], as[row(f, 2)]};
+#pragma unroll
+            for (int j = 0; j < FN; j++) {
+                const float sb = bs[(n0 % QBN + col(j, 0)) / QBN];
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    sum[f][j][e] += (float)part[f][j * 4 + e] * (sa2[e / 2] * sb);
+            }
+        }
+    }
+
+    __device__ __forceinline__ void reduce(u8 *) {}
+};
+
+} // namespace classic
+} // namespace bt
+
+extern "C" __global__ void __launch_bounds__(bt::classic::THREADS)
+bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
+                bt::classic::out_t *__restrict__ C, const float *__restrict__ As,
+                const float *__restrict__ Bs, int M, int N, int K)
+{
+    using namespace bt;
+    using namespace bt::classic;
+#ifdef BT_TEST_FAULT // planted by the tuner's robustness tests: an illegal address
+    *(volatile int *)(~0ull - 63) = 1;
+#endif
+#ifdef BT_TEST_HANG // planted by the tuner's robustness tests: a kernel that never returns
+    for (volatile int spin = 1; spin;)
+        ;
+#endif
+    extern __shared__ u8 dyn[];
+    // Operand tiles start on a whole swizzle pattern: align the dynamic base up to 1 KiB.
+    u8 *base = dyn + ((BT_CL_ALIGN - smem_addr(dyn) % BT_CL_ALIGN) % BT_CL_ALIGN);
+    const u32 smem = smem_addr(base);
+
+    Problem p = {A, B, As, Bs, C, M, N, K, (K + QBK - 1) / QBK};
+    int tm, tn;
+    grouped_tile(blockIdx.x, (M + BM - 1) / BM, (N + BN - 1) / BN, GM, tm, tn);
+    const int m0 = tm * BM, n0 = tn * BN;
+    const int ktiles = (K + BK - 1) / BK;
+
+    typedef Math<WGMMA, BM, BN> math_t;
+    math_t math;
+    if (STAGES == 1) {
+        for (int kt = 0; kt < ktiles; kt++) {
+            load_stage(p, smem, 0, kt, m0, n0);
+            cp_async_commit();
+            cp_async_wait<0>();
+            if (WGMMA)
+                fence_proxy_async();
+            __syncthreads();
+            math.step(base, smem, 0, n0);
+            __syncthreads();
+        }
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; s++) {
+            if (s < ktiles)
+                load_stage(p, smem, s, s, m0, n0);
+            cp_async_commit();
+        }
+        for (int kt = 0; kt < ktiles; kt++) {
+            // Step kt's copies are done once at most STAGES-2 newer groups are pending.
+            cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
+            if (WGMMA)
+                fence_proxy_async();
+            // All threads' copies for kt are visible, and everyone has finished step kt-1,
+            // whose slot the load below refills.
+            __syncthreads();
+            int next = kt + STAGES - 1;
+            if (next < ktiles)
+                load_stage(p, smem, next % STAGES, next, m0, n0);
+            cp_async_commit();
+            math.step(base, smem, kt % STAGES, n0);
+        }
+    }
+    cp_async_wait<0>();
+    math.reduce(base);
+    if (!math.stores())
+        return;
+#pragma unroll
+    for (int f = 0; f < math_t::FM; f++)
+#pragma unroll
+        for (int j = 0; j < math_t::FN; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                store_pair<OUT>(C, N, m0 + math.row(f, 2 * h), n0 + math.col(j, 0), M, N,
+                                math.sum[f][j][2 * h], math.sum[f][j][2 * h + 1]);
+}

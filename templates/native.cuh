@@ -1,0 +1,174 @@
+// The native W8A8 block-scaled GEMM for Hopper (sm_90a), same inputs and result as the classic
+// kernel, free of Triton's shape of things:
+//
+// - persistent: a grid of at most one block per SM walks the output tiles in grouped order;
+// - warp-specialized: one producer warpgroup, one thread of which drives the TMA copy engine
+//   through a BT_STAGES-deep ring of shared-memory slots guarded by full/empty mbarriers, and
+//   BT_BM / 64 consumer warpgroups, each computing a 64 x BT_BN slab with wgmma;
+// - the block scales: every 128-deep K block's wgmma partial is promoted into the fp32 sum
+//   times As[m, kb] * Bs[n / QBN, kb], the scales read from global memory ahead of use.
+//
+// BT_BN may be any multiple of 8 up to 256 (not only powers of two), so tiles can be sized to
+// fill all SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_QBN,
+// BT_QBK (the K step; 64 or 128), BT_IN_INT8, BT_OUT.
+#include "async.cuh"
+#include "common.cuh"
+#include "native_layout.h"
+#include "wgmma.cuh"
+
+namespace bt {
+namespace native {
+
+constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, QBN = BT_QBN, BK = BT_QBK;
+constexpr bool INT8 = BT_IN_INT8;
+constexpr int OUT = BT_OUT;
+constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
+constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int FN = BN / 8; // m16n8 fragments per row band of a thread's accumulators
+static_assert(BM % 64 == 0 && BM <= 128, "one or two m64 consumer slabs");
+static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
+static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
+static_assert(QBN % 8 == 0, "a thread's column pair shares a weight-scale block");
+// Each stage's tiles start on the 1 KiB swizzle pattern (8 rows of 128 B, or of 64 B twice).
+static_assert(A_BYTES % 1024 == 0 && B_BYTES % 512 == 0, "tile alignment");
+
+// Shared memory: A slots, B slots, then the full and empty barrier of each slot.
+constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_BAR = STAGES * STAGE_BYTES;
+static_assert(OFF_BAR + 16 * STAGES + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES),
+              "layout and the tuner's formula disagree");
+
+typedef typename out_type<OUT>::type out_t;
+typedef wgmma<INT8, BN> mma;
+typedef typename mma::acc acc_t;
+
+__device__ __forceinline__ void tile_of(int t, int tiles_m, int tiles_n, int &tm, int &tn)
+{
+    grouped_tile(t, tiles_m, tiles_n, GM, tm, tn);
+}
+
+} // namespace native
+} // namespace bt
+
+extern "C" __global__ void __launch_bounds__(bt::native::THREADS, 1)
+bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant__ bt::tensor_map tmB,
+               bt::native::out_t *__restrict__ C, const float *__restrict__ As,
+               const float *__restrict__ Bs, int M, int N, int K)
+{
+    using namespace bt;
+    using namespace bt::native;
+#ifdef BT_TEST_FAULT // planted by the tuner's robustness tests: an illegal address
+    *(volatile int *)(~0ull - 63) = 1;
+#endif
+#ifdef BT_TEST_HANG // planted by the tuner's robustness tests: a kernel that never returns
+    for (volatile int spin = 1; spin;)
+        ;
+#endif
+    extern __shared__ u8 dyn[];
+    const u32 base = smem_addr(dyn + ((BT_NV_ALIGN - smem_addr(dyn) % BT_NV_ALIGN) % BT_NV_ALIGN));
+    const u32 full0 = base + OFF_BAR, empty0 = full0 + 8 * STAGES;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int kblocks = (K + BK - 1) / BK, ksc = (K + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);      // the producer's expect_tx arrival (+ TMA bytes)
+            mbar_init(empty0 + 8 * s, NC);    // one arrival per consumer warpgroup
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == NC) {
+        // Producer warpgroup: hands most of its registers to the consumers; one thread issues
+        // every copy.
+        regs_dealloc<40>();
+        if (tid == 0) {
+            prefetch_tensor_map(&tmA);
+            prefetch_tensor_map(&tmB);
+            int stage = 0, phase = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int tm, tn;
+                tile_of(t, tiles_m, tiles_n, tm, tn);
+                for (int kb = 0; kb < kblocks; kb++) {
+                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                    const u32 full = full0 + 8 * stage;
+                    mbar_expect_tx(full, STAGE_BYTES); // out-of-range rows still land, as zeros
+                    tma_load_2d(base + OFF_A + stage * A_BYTES, &tmA, kb * BK, tm * BM, full);
+                    tma_load_2d(base + OFF_B + stage * B_BYTES, &tmB, kb * BK, tn * BN, full);
+                    if (++stage == STAGES)
+                        stage = 0, phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
+    regs_alloc<232>();
+    const int warp = tid / 32, lane = tid % 32;
+    const int nblocks = (N + QBN - 1) / QBN;
+    float sum[FN * 4];
+    acc_t part[FN * 4];
+#pragma unroll
+    for (int i = 0; i < FN * 4; i++)
+        part[i] = 0;
+    int stage = 0, phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tm, tn;
+        tile_of(t, tiles_m, tiles_n, tm, tn);
+        const int m0 = tm * BM, n0 = tn * BN;
+        // This thread's two rows (m16n8 accumulator layout, warp w owning rows 16w..16w+15).
+        const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+        const float *as0 = As + (long)(r0 < M ? r0 : 0) * ksc, *as1 = As + (long)(r1 < M ? r1 : 0) * ksc;
+        // The tile's columns lie in at most two weight-scale blocks: bit j says fragment
+        // column block j is in the second.
+        const int nb0 = n0 / QBN, nb1 = nb0 + 1 < nblocks ? nb0 + 1 : nb0;
+        u32 second = 0;
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+            second |= (u32)((n0 + j * 8) / QBN != nb0) << j;
+        const float *bs0 = Bs + (long)nb0 * ksc, *bs1 = Bs + (long)nb1 * ksc;
+#pragma unroll
+        for (int i = 0; i < FN * 4; i++)
+            sum[i] = 0.f;
+
+        for (int kb = 0; kb < kblocks; kb++) {
+            // Scales first: their loads are in flight while the slot fills and wgmma runs.
+            const float a0 = r0 < M ? __ldg(as0 + kb) : 0.f, a1 = r1 < M ? __ldg(as1 + kb) : 0.f;
+            const float b0 = __ldg(bs0 + kb), b1 = __ldg(bs1 + kb);
+            const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
+            mbar_wait(full0 + 8 * stage, phase);
+            pin(part);
+            wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < BK / 32; s++)
+                mma::run(part, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(part);
+            // The warpgroup's wgmma has finished reading the slot: give it back.
+            if (tid == 0)
+                mbar_arrive(empty0 + 8 * stage);
+            if (++stage == STAGES)
+                stage = 0, phase ^= 1;
+            const float s00 = a0 * b0, s10 = a1 * b0, s01 = a0 * b1, s11 = a1 * b1;
+#pragma unroll
+            for (int j = 0; j < FN; j++) {
+                const bool hi = (second >> j) & 1;
+                const float top = hi ? s01 : s00, bot = hi ? s11 : s10;
+                sum[j * 4 + 0] += (float)part[j * 4 + 0] * top;
+                sum[j * 4 + 1] += (float)part[j * 4 + 1] * top;
+                sum[j * 4 + 2] += (float)part[j * 4 + 2] * bot;
+                sum[j * 4 + 3] += (float)part[j * 4 + 3] * bot;
+            }
+        }
+        // Epilogue straight from registers; the producer is already filling the next tile.
+#pragma unroll
+        for (int j = 0; j < FN; j++) {
+            const int c = n0 + j * 8 + (lane % 4) * 2;
+            store_pair<OUT>(C, N, r0, c, M, N, sum[j * 4 + 0], sum[j * 4 + 1]);
+            store_pair<OUT>(C, N, r1, c, M, N, sum[j * 4 + 2], sum[j * 4 + 3]);
+        }
+    }
+}

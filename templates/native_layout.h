@@ -1,0 +1,29 @@
+/* The native kernel's geometry, included by native.cuh and by the tuner's C code so the
+ * shared-memory check before compiling is the kernel's real allocation. C11 and C++17. */
+#ifndef BT_NATIVE_LAYOUT_H
+#define BT_NATIVE_LAYOUT_H
+
+#ifdef __cplusplus
+#define BT_NLAYOUT_FN static constexpr __host__ __device__ inline
+#else
+#define BT_NLAYOUT_FN static inline
+#endif
+
+/* TMA writes 128-byte-swizzled tiles that must start on the 1 KiB swizzle pattern; the dynamic
+ * shared-memory base is aligned up by hand, hence one extra KiB. */
+#define BT_NV_ALIGN 1024
+
+/* Consumer warpgroups: one per 64-row slab of the tile; one producer warpgroup more. */
+BT_NLAYOUT_FN int bt_nv_consumers(int bm) { return bm / 64; }
+BT_NLAYOUT_FN int bt_nv_threads(int bm) { return 128 * (bt_nv_consumers(bm) + 1); }
+
+/* Stages of A (BM x BK) and B (BN x BK) tiles, then a full and an empty mbarrier per stage. */
+BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages)
+{
+    return (long)stages * ((long)bm * bk + (long)bn * bk) + 16L * stages + BT_NV_ALIGN;
+}
+
+/* fp32 registers per consumer thread for the running sum and the K-block partial. */
+BT_NLAYOUT_FN int bt_nv_acc_regs(int bn) { return bn; }
+
+#endif

@@ -1,0 +1,155 @@
+// Kernels the tuner and the GPU tests use around the GEMMs: random quantized inputs, a plain
+// reference GEMM, and the error and guard checks. Deliberately simple; not tuned.
+#include "common.cuh"
+
+namespace bt {
+namespace support {
+
+// Counter-based random numbers (splitmix64 finalizer): any element can be drawn on its own,
+// so one launch fills a tensor of any size without per-thread state.
+__device__ __forceinline__ u64 mix(u64 x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ float uniform(u64 seed, u64 i, int which)
+{
+    u64 h = mix(seed ^ mix(2 * i + which));
+    return ((float)(h >> 40) + 0.5f) * (1.0f / 16777216.0f); // (0, 1)
+}
+
+__device__ __forceinline__ float normal(u64 seed, u64 i)
+{
+    float u1 = uniform(seed, i, 0), u2 = uniform(seed, i, 1);
+    return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+}
+
+// e4m3 (bias 7, no infinities, S.1111.111 is NaN) decoded by its definition rather than by the
+// hardware conversion the kernels under test rely on.
+__device__ __forceinline__ double decode_e4m3(u8 v)
+{
+    int sign = v >> 7, exp = (v >> 3) & 15, man = v & 7;
+    double mag = exp == 0 ? man * 0.001953125 /* 2^-9 */ : (1.0 + man / 8.0) * ldexp(1.0, exp - 7);
+    if (exp == 15 && man == 7)
+        mag = __longlong_as_double(0x7ff8000000000000ll);
+    return sign ? -mag : mag;
+}
+
+__device__ __forceinline__ double decode(u8 v, int int8) { return int8 ? (double)(signed char)v : decode_e4m3(v); }
+
+} // namespace support
+} // namespace bt
+
+// Quantized operand codes as a quantizer would produce them from N(0, 1) data scaled to a
+// quarter of the format's range: FP8 e4m3 (max 448) or INT8 (max 127), never all zeros.
+extern "C" __global__ void bt_fill_codes(bt::u8 *q, long n, int int8, unsigned long long seed)
+{
+    using namespace bt;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float x = support::normal(seed, (u64)i);
+        u8 v;
+        if (int8) {
+            float r = rintf(x * 127.f / 4.f);
+            v = (u8)(signed char)fmaxf(-127.f, fminf(127.f, r));
+        } else {
+            unsigned short pair;
+            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.f), "f"(x * 448.f / 4.f));
+            v = (u8)(pair & 0xff);
+        }
+        q[i] = v;
+    }
+}
+
+// Positive scales, log-uniform in [lo, hi].
+extern "C" __global__ void bt_fill_scales(float *s, long n, float lo, float hi, unsigned long long seed)
+{
+    using namespace bt;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        s[i] = lo * powf(hi / lo, support::uniform(seed, (u64)i, 0));
+}
+
+// R[m, n] = sum_k (A[m, k] * As[m, k/qbk]) * (B[n, k] * Bs[n/qbn, k/qbk]) in float64, one thread
+// per output, operands staged through shared memory 16 x 16 at a time. 16 x 16 threads a block.
+extern "C" __global__ void bt_ref_gemm(const bt::u8 *A, const bt::u8 *B, const float *As,
+                                       const float *Bs, float *R, int M, int N, int K, int qbn,
+                                       int qbk, int int8)
+{
+    using namespace bt;
+    __shared__ double sa[16][17], sb[16][17];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int m = blockIdx.y * 16 + ty, n = blockIdx.x * 16 + tx;
+    const int ksc = (K + qbk - 1) / qbk;
+    double acc = 0;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        int ma = blockIdx.y * 16 + ty, ka = k0 + tx;
+        sa[ty][tx] = (ma < M && ka < K) ? support::decode(A[(long)ma * K + ka], int8) * As[(long)ma * ksc + ka / qbk] : 0.0;
+        int nb = blockIdx.x * 16 + ty, kb = k0 + tx;
+        sb[ty][tx] = (nb < N && kb < K) ? support::decode(B[(long)nb * K + kb], int8) * Bs[(long)(nb / qbn) * ksc + kb / qbk] : 0.0;
+        __syncthreads();
+        for (int k = 0; k < 16; k++)
+            acc += sa[ty][k] * sb[tx][k];
+        __syncthreads();
+    }
+    if (m < M && n < N)
+        R[(long)m * N + n] = (float)acc;
+}
+
+// Accumulates sum((C - R)^2), sum(R^2) into sums[0..1] and counts non-finite C elements (an
+// unwritten, poisoned element reads as NaN) into bad[0]. out: 0 f16, 1 bf16, 2 f32.
+extern "C" __global__ void bt_compare(const void *C, const float *R, long n, int out, double *sums,
+                                      unsigned long long *bad)
+{
+    using namespace bt;
+    __shared__ double s_err[32], s_ref[32];
+    __shared__ unsigned long long s_bad[32];
+    double err = 0, ref = 0;
+    unsigned long long nbad = 0;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float c;
+        if (out == 2) {
+            c = ((const float *)C)[i];
+        } else {
+            u16 h = ((const u16 *)C)[i];
+            if (out == 0)
+                asm("cvt.f32.f16 %0, %1;" : "=f"(c) : "h"(h));
+            else
+                c = __uint_as_float((u32)h << 16);
+        }
+        if (!isfinite(c)) {
+            nbad++;
+            continue;
+        }
+        double d = (double)c - (double)R[i];
+        err += d * d;
+        ref += (double)R[i] * R[i];
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        err += __shfl_down_sync(0xffffffffu, err, o);
+        ref += __shfl_down_sync(0xffffffffu, ref, o);
+        nbad += __shfl_down_sync(0xffffffffu, nbad, o);
+    }
+    int w = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+        s_err[w] = err, s_ref[w] = ref, s_bad[w] = nbad;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < (int)(blockDim.x / 32); i++)
+            err += s_err[i], ref += s_ref[i], nbad += s_bad[i];
+        atomicAdd(&sums[0], err);
+        atomicAdd(&sums[1], ref);
+        atomicAdd(bad, nbad);
+    }
+}
+
+// Counts bytes of the guard region after C that no longer hold the fill pattern (stray writes).
+extern "C" __global__ void bt_guard_check(const bt::u8 *g, long n, int pattern, unsigned long long *bad)
+{
+    unsigned long long nbad = 0;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        nbad += g[i] != (bt::u8)pattern;
+    if (nbad)
+        atomicAdd(bad, nbad);
+}

@@ -1,0 +1,486 @@
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "configio.h"
+#include "harness.h"
+
+/* Shipped SGLang and vLLM configs, copied with their names. The last vLLM one was committed
+ * without the trailing newline every other file (and json.dump + "\n") has. */
+static const struct {
+    const char *name;
+    long N, K;
+    const char *device;
+    bt_format fmt;
+    int no_newline;
+} fixtures[] = {
+    {"N=1536,K=1536,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json",
+     1536, 1536, "NVIDIA H100 80GB HBM3", BT_FMT_SGLANG, 0},
+    {"N=576,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json", 576,
+     7168, "NVIDIA H200", BT_FMT_SGLANG, 0},
+    {"N=7168,K=16384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json",
+     7168, 16384, "NVIDIA H100 80GB HBM3", BT_FMT_SGLANG, 0},
+    {"N=2304,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json", 2304,
+     7168, "NVIDIA H200", BT_FMT_VLLM, 0},
+    {"N=256,K=7168,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json",
+     256, 7168, "NVIDIA H100 80GB HBM3", BT_FMT_VLLM, 0},
+    {"N=24576,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json", 24576,
+     7168, "NVIDIA H200", BT_FMT_VLLM, 1},
+};
+
+static const bt_family *classic = &bt_family_classic;
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    bt_err err;
+    if (bt_read_file(path, &text, NULL, &err))
+        return NULL;
+    return text;
+}
+
+/* A fresh directory under the run's scratch directory. */
+static const char *scratch_dir(const char *name)
+{
+    static char dir[4][4096];
+    static int next;
+    char *d = dir[next++ % 4];
+    snprintf(d, 4096, "%s/%s", bt_test_tmpdir(), name);
+    mkdir(d, 0755);
+    return d;
+}
+
+static int count_dir_entries(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static bt_cand cand6(int bm, int bn, int bk, int gm, int w, int s)
+{
+    return (bt_cand){{bm, bn, bk, gm, w, s}};
+}
+
+TEST(configio_fixtures_round_trip_byte_for_byte)
+{
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/fixtures/%s", bt_test_root(), fixtures[i].name);
+        bt_config c = {0};
+        bt_err err = {{0}};
+        char *orig = slurp(path);
+        CHECK(orig != NULL);
+        CHECK_EQ(bt_config_read(path, classic, &c, &err), 0);
+        CHECK_STREQ(err.msg, "");
+        CHECK_EQ(c.n, 18);
+        char *out = bt_config_serialize(&c, classic);
+        if (orig && out) {
+            size_t len = strlen(orig);
+            if (fixtures[i].no_newline) {
+                /* The only difference: we always end with the newline. */
+                CHECK(len > 0 && orig[len - 1] == '}');
+                CHECK_EQ(strlen(out), len + 1);
+                CHECK(strncmp(out, orig, len) == 0);
+                CHECK_STREQ(out + len, "\n");
+            } else {
+                CHECK_STREQ(out, orig);
+            }
+        }
+        char name[512];
+        CHECK_EQ(bt_config_filename(name, sizeof name, classic, fixtures[i].N, fixtures[i].K,
+                                    fixtures[i].device, BT_IN_FP8, 128, 128, fixtures[i].fmt),
+                 0);
+        CHECK_STREQ(name, fixtures[i].name);
+        free(out);
+        free(orig);
+        bt_config_free(&c);
+    }
+}
+
+TEST(configio_read_parses_values_in_family_order)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", bt_test_root(), fixtures[0].name);
+    bt_config c = {0};
+    bt_err err;
+    CHECK_EQ(bt_config_read(path, classic, &c, &err), 0);
+    if (c.n != 18)
+        return;
+    CHECK_EQ(c.e[0].batch, 1);
+    const int first[6] = {64, 64, 128, 1, 4, 4};
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(c.e[0].cand.v[i], first[i]);
+    CHECK_EQ(c.e[17].batch, 4096);
+    const int last[6] = {64, 128, 128, 16, 4, 3};
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(c.e[17].cand.v[i], last[i]);
+    for (int i = 1; i < c.n; i++)
+        CHECK(c.e[i - 1].batch < c.e[i].batch);
+    bt_config_free(&c);
+}
+
+TEST(configio_filename_formats)
+{
+    static const bt_param_def one = {"BLOCK_SIZE_M", 1, 16, 256, ""};
+    const bt_family other = {.name = "native", .nparams = 1, .params = &one};
+    char buf[512];
+    CHECK_EQ(bt_config_filename(buf, sizeof buf, classic, 7168, 2304, "NVIDIA H100 80GB HBM3",
+                                BT_IN_INT8, 128, 64, BT_FMT_SGLANG), 0);
+    CHECK_STREQ(buf, "N=7168,K=2304,device_name=NVIDIA_H100_80GB_HBM3,dtype=int8_w8a8,"
+                     "block_shape=[128, 64].json");
+    /* vLLM's get_w8a8_block_int8_configs keeps SGLang's "[128, 64]". */
+    CHECK_EQ(bt_config_filename(buf, sizeof buf, classic, 7168, 2304, "NVIDIA H100 80GB HBM3",
+                                BT_IN_INT8, 128, 64, BT_FMT_VLLM), 0);
+    CHECK_STREQ(buf, "N=7168,K=2304,device_name=NVIDIA_H100_80GB_HBM3,dtype=int8_w8a8,"
+                     "block_shape=[128, 64].json");
+    CHECK_EQ(bt_config_filename(buf, sizeof buf, &other, 7168, 2304, "NVIDIA H200", BT_IN_FP8,
+                                128, 128, BT_FMT_SGLANG), 0);
+    CHECK_STREQ(buf, "N=7168,K=2304,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                     "block_shape=[128, 128],kernel=native.json");
+    CHECK_EQ(bt_config_filename(buf, sizeof buf, &other, 576, 7168, "NVIDIA H200", BT_IN_FP8,
+                                128, 128, BT_FMT_VLLM), 0);
+    CHECK_STREQ(buf, "N=576,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                     "block_shape=[128,128],kernel=native.json");
+    CHECK_EQ(bt_config_filename(buf, 40, classic, 576, 7168, "NVIDIA H200", BT_IN_FP8, 128, 128,
+                                BT_FMT_VLLM), -1);
+}
+
+TEST(configio_serialize_matches_json_dumps_indent_4)
+{
+    bt_config c = {0};
+    char *empty = bt_config_serialize(&c, classic);
+    CHECK_STREQ(empty, "{}\n");
+    free(empty);
+    bt_cand a = cand6(16, 32, 64, 1, 4, 2), b = cand6(128, 256, 128, 64, 8, 5);
+    bt_config_set(&c, 2048, &b);
+    bt_config_set(&c, 3, &a);
+    char *out = bt_config_serialize(&c, classic);
+    CHECK_STREQ(out, "{\n"
+                     "    \"3\": {\n"
+                     "        \"BLOCK_SIZE_M\": 16,\n"
+                     "        \"BLOCK_SIZE_N\": 32,\n"
+                     "        \"BLOCK_SIZE_K\": 64,\n"
+                     "        \"GROUP_SIZE_M\": 1,\n"
+                     "        \"num_warps\": 4,\n"
+                     "        \"num_stages\": 2\n"
+                     "    },\n"
+                     "    \"2048\": {\n"
+                     "        \"BLOCK_SIZE_M\": 128,\n"
+                     "        \"BLOCK_SIZE_N\": 256,\n"
+                     "        \"BLOCK_SIZE_K\": 128,\n"
+                     "        \"GROUP_SIZE_M\": 64,\n"
+                     "        \"num_warps\": 8,\n"
+                     "        \"num_stages\": 5\n"
+                     "    }\n"
+                     "}\n");
+    free(out);
+    bt_config_free(&c);
+}
+
+static const char *entry_text = "{\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 128, "
+                                "\"BLOCK_SIZE_K\": 128, \"GROUP_SIZE_M\": 32, "
+                                "\"num_warps\": 4, \"num_stages\": 3}";
+
+/* Reads text as a config file and returns the error message ("" on success). */
+static const char *read_error(const char *name, const char *text, const char **path)
+{
+    static bt_err err;
+    bt_config c = {0};
+    *path = bt_scratch_file(name, text);
+    err.msg[0] = '\0';
+    if (bt_config_read(*path, classic, &c, &err) == 0)
+        err.msg[0] = '\0';
+    bt_config_free(&c);
+    return err.msg;
+}
+
+TEST(configio_read_errors_name_file_and_key)
+{
+    static const struct {
+        const char *text, *expect;
+    } cases[] = {
+        {"{\n    \"1\": {\n        \"BLOCK_SIZE_M\": 64,,\n", ":3:29: not valid JSON"},
+        {"", ":1:1: not valid JSON"},
+        {"{} trailing", ":1:4: not valid JSON"},
+        {"[1, 2]", ": expected an object mapping batch sizes to kernel parameters"},
+        {"{\"abc\": {}}", ": \"abc\": a key must be a batch size (a positive integer)"},
+        {"{\"0\": {}}", ": \"0\": a key must be a batch size (a positive integer)"},
+        {"{\"-4\": {}}", ": \"-4\": a key must be a batch size (a positive integer)"},
+        {"{\"16\": 5}", ": \"16\": expected an object of classic kernel parameters"},
+        {"{\"16\": {\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 128, \"BLOCK_SIZE_K\": 128, "
+         "\"num_warps\": 4, \"num_stages\": 3}}",
+         ": \"16\": missing GROUP_SIZE_M"},
+        {"{\"16\": {\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 128, \"BLOCK_SIZE_K\": 128, "
+         "\"GROUP_SIZE_M\": 32, \"num_warps\": 4, \"num_stages\": 3, \"waves_per_eu\": 0}}",
+         ": \"16\": unexpected key \"waves_per_eu\" (not a classic kernel parameter)"},
+        {"{\"16\": {\"BLOCK_SIZE_M\": 64.5}}", ": \"16\": BLOCK_SIZE_M: 64.5 is not an integer"},
+        {"{\"16\": {\"BLOCK_SIZE_M\": \"64\"}}",
+         ": \"16\": BLOCK_SIZE_M: \"64\" is not an integer"},
+        {"{\"16\": {\"num_warps\": true}}", ": \"16\": num_warps: true is not an integer"},
+        {"{\"16\": {\"num_warps\": 4294967296}}",
+         ": \"16\": num_warps: 4294967296 is not an integer"},
+        {"{\"16\": {\"num_warps\": 4, \"num_warps\": 8}}", ": \"16\": num_warps appears twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path;
+        const char *msg = read_error("bad.json", cases[i].text, &path);
+        char expect[4200];
+        snprintf(expect, sizeof expect, "%s%s", path, cases[i].expect);
+        CHECK_STREQ(msg, expect);
+    }
+    char text[1024];
+    snprintf(text, sizeof text, "{\"16\": %s, \"016\": %s}", entry_text, entry_text);
+    const char *path;
+    const char *msg = read_error("dup.json", text, &path);
+    char expect[4200];
+    snprintf(expect, sizeof expect, "%s: \"016\": batch size 16 appears twice", path);
+    CHECK_STREQ(msg, expect);
+
+    bt_config c = {0};
+    bt_err err;
+    snprintf(expect, sizeof expect, "%s/missing.json", bt_test_tmpdir());
+    CHECK_EQ(bt_config_read(expect, classic, &c, &err), -1);
+    CHECK_CONTAINS(err.msg, "missing.json: cannot open: No such file or directory");
+}
+
+TEST(configio_read_accepts_any_key_order_and_sorts_batches)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"64\": {\"num_stages\": 2, \"num_warps\": 8, \"GROUP_SIZE_M\": 1, "
+             "\"BLOCK_SIZE_K\": 64, \"BLOCK_SIZE_N\": 32, \"BLOCK_SIZE_M\": 16}, \"8\": %s}",
+             entry_text);
+    const char *path = bt_scratch_file("order.json", text);
+    bt_config c = {0};
+    bt_err err;
+    CHECK_EQ(bt_config_read(path, classic, &c, &err), 0);
+    CHECK_EQ(c.n, 2);
+    if (c.n == 2) {
+        CHECK_EQ(c.e[0].batch, 8);
+        CHECK_EQ(c.e[1].batch, 64);
+        const int want[6] = {16, 32, 64, 1, 8, 2};
+        for (int i = 0; i < 6; i++)
+            CHECK_EQ(c.e[1].cand.v[i], want[i]);
+    }
+    bt_config_free(&c);
+}
+
+TEST(configio_merge_keeps_replaces_and_adds)
+{
+    const char *dir = scratch_dir("merge");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    bt_cand old1 = cand6(16, 32, 128, 1, 4, 3), old16 = cand6(32, 64, 128, 16, 4, 4),
+            old64 = cand6(64, 64, 128, 32, 4, 3), new16 = cand6(64, 128, 128, 1, 8, 2),
+            new32 = cand6(32, 128, 64, 64, 4, 5), new4096 = cand6(128, 128, 128, 16, 8, 3);
+    bt_config first = {0}, update = {0}, got = {0};
+    bt_err err = {{0}};
+    bt_config_set(&first, 64, &old64);
+    bt_config_set(&first, 1, &old1);
+    bt_config_set(&first, 16, &old16);
+    /* No file yet: the merge creates it. */
+    CHECK_EQ(bt_config_merge_write(path, classic, &first, &err), 0);
+    CHECK_STREQ(err.msg, "");
+
+    bt_config_set(&update, 4096, &new4096);
+    bt_config_set(&update, 16, &new16);
+    bt_config_set(&update, 32, &new32);
+    CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), 0);
+    CHECK_STREQ(err.msg, "");
+    CHECK_EQ(bt_config_read(path, classic, &got, &err), 0);
+    static const long batches[] = {1, 16, 32, 64, 4096};
+    const bt_cand *want[] = {&old1, &new16, &new32, &old64, &new4096};
+    CHECK_EQ(got.n, 5);
+    for (int i = 0; i < got.n && i < 5; i++) {
+        CHECK_EQ(got.e[i].batch, batches[i]);
+        CHECK(memcmp(&got.e[i].cand, want[i], sizeof *want[i]) == 0);
+    }
+    /* The file is exactly what the serializer writes for the merged set. */
+    char *text = slurp(path), *expect = bt_config_serialize(&got, classic);
+    CHECK_STREQ(text, expect);
+    free(text);
+    free(expect);
+
+    /* An empty update rewrites the same entries. */
+    bt_config none = {0};
+    CHECK_EQ(bt_config_merge_write(path, classic, &none, &err), 0);
+    bt_config again = {0};
+    CHECK_EQ(bt_config_read(path, classic, &again, &err), 0);
+    CHECK_EQ(again.n, 5);
+    CHECK_EQ(count_dir_entries(dir), 1); /* no temporary files left behind */
+    bt_config_free(&again);
+    bt_config_free(&first);
+    bt_config_free(&update);
+    bt_config_free(&got);
+}
+
+TEST(configio_merge_refuses_to_overwrite_an_unreadable_file)
+{
+    static const struct {
+        const char *text, *expect;
+    } cases[] = {
+        {"{\n  \"1\": {\n", ":3:1: not valid JSON (existing file left as is)"},
+        {"{\"8\": {\"BLOCK_SIZE_M\": 64}}",
+         ": \"8\": missing BLOCK_SIZE_N (existing file left as is)"},
+    };
+    const char *dir = scratch_dir("corrupt");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    bt_config update = {0};
+    bt_cand c = cand6(64, 128, 128, 32, 4, 3);
+    bt_config_set(&update, 16, &c);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        if (!f)
+            break;
+        fputs(cases[i].text, f);
+        fclose(f);
+        bt_err err;
+        CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), -1);
+        char expect[4300];
+        snprintf(expect, sizeof expect, "%s%s", path, cases[i].expect);
+        CHECK_STREQ(err.msg, expect);
+        char *text = slurp(path);
+        CHECK_STREQ(text, cases[i].text);
+        free(text);
+    }
+    CHECK_EQ(count_dir_entries(dir), 1);
+
+    bt_err err;
+    snprintf(path, sizeof path, "%s/no-such-dir/cfg.json", dir);
+    CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), -1);
+    char expect[4300];
+    snprintf(expect, sizeof expect,
+             "%s/no-such-dir: cannot open directory: No such file or directory", dir);
+    CHECK_STREQ(err.msg, expect);
+    bt_config_free(&update);
+}
+
+/* A write that fails part-way (here: the file size limit, which binds root too) leaves the old
+ * config as it was and no temporary file. The merge runs in a child so the limit stays there. */
+TEST(configio_failed_write_leaves_old_file_intact)
+{
+    const char *dir = scratch_dir("failwrite");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    bt_config small = {0}, big = {0};
+    bt_cand c = cand6(64, 128, 128, 32, 4, 3);
+    bt_err err;
+    bt_config_set(&small, 1, &c);
+    CHECK_EQ(bt_config_merge_write(path, classic, &small, &err), 0);
+    for (long b = 2; b <= 64; b *= 2)
+        bt_config_set(&big, b, &c);
+
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {256, 256};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        bt_err cerr = {{0}};
+        int rc = bt_config_merge_write(path, classic, &big, &cerr);
+        ssize_t w = write(fds[1], cerr.msg, strlen(cerr.msg));
+        _exit(rc == -1 && w >= 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    char msg[BT_ERRMAX] = "";
+    size_t got = 0;
+    for (ssize_t r; (r = read(fds[0], msg + got, sizeof msg - 1 - got)) > 0;)
+        got += (size_t)r;
+    msg[got] = '\0';
+    close(fds[0]);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_CONTAINS(msg, ": write failed: File too large");
+    char *after = slurp(path), *before = bt_config_serialize(&small, classic);
+    CHECK_STREQ(after, before);
+    CHECK_EQ(count_dir_entries(dir), 1);
+    free(before);
+    free(after);
+    bt_config_free(&small);
+    bt_config_free(&big);
+}
+
+/* Two processes merging different batch sizes into one file (as per-GPU runs do) lose none. */
+TEST(configio_concurrent_merges_lose_no_entries)
+{
+    enum { ROUNDS = 25 };
+    const char *dir = scratch_dir("concurrent");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    pid_t pid = fork();
+    long base = pid == 0 ? 1000 : 2000;
+    int failed = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        bt_config one = {0};
+        bt_cand c = cand6(64, 128, 128, 32, 4, 3);
+        bt_err err;
+        bt_config_set(&one, base + i, &c);
+        failed |= bt_config_merge_write(path, classic, &one, &err) != 0;
+        bt_config_free(&one);
+    }
+    if (pid == 0)
+        _exit(failed);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(failed, 0);
+    bt_config got = {0};
+    bt_err err;
+    CHECK_EQ(bt_config_read(path, classic, &got, &err), 0);
+    CHECK_EQ(got.n, 2 * ROUNDS);
+    CHECK_EQ(count_dir_entries(dir), 1);
+    bt_config_free(&got);
+}
+
+TEST(configio_nearest_batch_ties_to_smaller)
+{
+    /* SGLang's default batch sizes; expectations from min(keys, key=lambda x: abs(x - M)). */
+    static const long keys[] = {1,   2,   4,   8,   16,   24,   32,   48,   64,
+                                96,  128, 256, 512, 1024, 1536, 2048, 3072, 4096};
+    static const long probe[][2] = {
+        {1, 1},       {3, 2},       {6, 4},       {20, 16},     {21, 24},     {40, 32},
+        {80, 64},     {112, 96},    {192, 128},   {384, 256},   {768, 512},   {1280, 1024},
+        {1281, 1536}, {2560, 2048}, {3584, 3072}, {5000, 4096}, {0, 1},       {-7, 1},
+    };
+    bt_config c = {0};
+    CHECK(bt_config_nearest(&c, 16) == NULL);
+    bt_cand cand = cand6(64, 128, 128, 32, 4, 3);
+    for (size_t i = sizeof keys / sizeof keys[0]; i-- > 0;)
+        bt_config_set(&c, keys[i], &cand);
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+        const bt_config_entry *e = bt_config_nearest(&c, probe[i][0]);
+        CHECK(e != NULL);
+        if (e)
+            CHECK_EQ(e->batch, probe[i][1]);
+    }
+    bt_config_free(&c);
+}
+
+TEST(configio_sidecar_path)
+{
+    char buf[256];
+    CHECK_EQ(bt_sidecar_path(buf, sizeof buf, "out/N=576,K=7168,device_name=NVIDIA_H200,"
+                                              "dtype=fp8_w8a8,block_shape=[128, 128].json"), 0);
+    CHECK_STREQ(buf, "out/N=576,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                     "block_shape=[128, 128].provenance.json");
+    CHECK_EQ(bt_sidecar_path(buf, sizeof buf, "cfg"), 0);
+    CHECK_STREQ(buf, "cfg.provenance.json");
+    CHECK_EQ(bt_sidecar_path(buf, 10, "cfg.json"), -1);
+}

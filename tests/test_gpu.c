@@ -1,0 +1,295 @@
+/* GPU tests: the reference against a CPU float64 GEMM, and candidates of both spaces verified on
+ * random data. They report themselves skipped where no CUDA driver or device is found. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "harness.h"
+#include "searchspace.h"
+
+typedef struct {
+    bt_gpu g;
+    bt_jit *jit;
+} gpu_fixture;
+
+static int open_gpu(bt_t *t, gpu_fixture *fx)
+{
+    bt_err err = {{0}};
+    char cache[4200];
+    const char *env = getenv("BT_TEST_CACHE");
+    snprintf(cache, sizeof cache, "%s", env ? env : bt_test_tmpdir());
+    if (env == NULL)
+        strncat(cache, "/cache", sizeof cache - strlen(cache) - 1);
+    if (bt_gpu_open(&fx->g, 0, cache, 1, &fx->jit, &err)) {
+        t->skipped = 1;
+        snprintf(t->skip_why, sizeof t->skip_why, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void close_gpu(gpu_fixture *fx)
+{
+    bt_gpu_close(&fx->g);
+    bt_jit_close(fx->jit);
+}
+
+/* e4m3 by its definition, independently of the device code. */
+static double cpu_e4m3(unsigned char v)
+{
+    int s = v >> 7, e = (v >> 3) & 15, m = v & 7;
+    double mag = e == 0 ? m / 512.0 : ldexp(1.0 + m / 8.0, e - 7);
+    return s ? -mag : mag;
+}
+
+static void reference_case(bt_t *t, gpu_fixture *fx, bt_in_type in, long M, long N, long K)
+{
+    bt_err err = {{0}};
+    bt_variant v = {.in = in, .out = BT_OUT_F32, .block_n = 128, .block_k = 128};
+    bt_problem p;
+    CUdeviceptr ref = 0;
+    unsigned char *a = NULL, *b = NULL;
+    float *as = NULL, *bs = NULL, *r = NULL;
+    bt_cuda *cu = &fx->g.cu;
+    if (bt_problem_alloc(&fx->g, M, N, K, &v, &p, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        return;
+    }
+    CHECK(cu->cuMemAlloc(&ref, (size_t)(M * N) * 4) == CUDA_SUCCESS);
+    CHECK(bt_problem_fill(&fx->g, &p, &v, 1234, &err) == 0);
+    CHECK(bt_reference(&fx->g, &p, &v, ref, &err) == 0);
+    CHECK(cu->cuStreamSynchronize(fx->g.stream) == CUDA_SUCCESS);
+    a = malloc(p.a_bytes), b = malloc(p.b_bytes), as = malloc(p.as_bytes), bs = malloc(p.bs_bytes);
+    r = malloc((size_t)(M * N) * 4);
+    CHECK(cu->cuMemcpyDtoH(a, p.args.A, p.a_bytes) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyDtoH(b, p.args.B, p.b_bytes) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyDtoH(as, p.args.As, p.as_bytes) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyDtoH(bs, p.args.Bs, p.bs_bytes) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyDtoH(r, ref, (size_t)(M * N) * 4) == CUDA_SUCCESS);
+    long ksc = (K + 127) / 128, nonzero = 0;
+    double worst = 0;
+    for (long i = 0; i < M * N && i < (long)p.a_bytes; i++)
+        nonzero += a[i] != 0;
+    CHECK(nonzero > M * N / 2 || nonzero > (long)p.a_bytes / 2); /* never zeros */
+    for (long m = 0; m < M; m++)
+        for (long n = 0; n < N; n++) {
+            double acc = 0;
+            for (long k = 0; k < K; k++) {
+                double x = in == BT_IN_INT8 ? (signed char)a[m * K + k] : cpu_e4m3(a[m * K + k]);
+                double y = in == BT_IN_INT8 ? (signed char)b[n * K + k] : cpu_e4m3(b[n * K + k]);
+                acc += x * as[m * ksc + k / 128] * y * bs[(n / 128) * ksc + k / 128];
+            }
+            double d = fabs(r[m * N + n] - acc) / (fabs(acc) + 1e-30);
+            if (d > worst)
+                worst = d;
+        }
+    if (worst > 1e-6)
+        bt_check_fail(t, __FILE__, __LINE__, "reference differs from CPU float64 by %.3g (%s)",
+                      worst, bt_in_name(in));
+    free(a), free(b), free(as), free(bs), free(r);
+    cu->cuMemFree(ref);
+    bt_problem_free(&fx->g, &p);
+}
+
+TEST(gpu_reference_matches_cpu_float64)
+{
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    reference_case(t, &fx, BT_IN_FP8, 37, 200, 384);
+    reference_case(t, &fx, BT_IN_INT8, 5, 130, 256);
+    close_gpu(&fx);
+}
+
+/* Compiles cands for variant v and verifies each at every (shape, M): fresh random inputs per
+ * (shape, M), output poisoned before each run, relative error under the output's tolerance,
+ * no unwritten element, no byte written past C. */
+static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *cands, size_t n,
+                       const bt_variant *v, const long (*shapes)[2], int nshapes, const long *Ms, int nM,
+                       int *runs)
+{
+    bt_err err = {{0}};
+    bt_jit_job *jobs = bt_xcalloc(n, sizeof *jobs);
+    bt_kernel *ks = bt_xcalloc(n, sizeof *ks);
+    char **srcs = bt_xcalloc(n, sizeof *srcs);
+    for (size_t i = 0; i < n; i++) {
+        srcs[i] = bt_jit_source(f, &cands[i], v, NULL);
+        jobs[i].name = "candidate";
+        jobs[i].source = srcs[i];
+    }
+    if (bt_jit_run(fx->jit, jobs, n, 0, NULL, NULL, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char desc[256];
+        bt_cand_format(f, &cands[i], desc, sizeof desc);
+        if (jobs[i].status == BT_JIT_FAILED) {
+            bt_check_fail(t, __FILE__, __LINE__, "%s failed to compile: %.300s", desc, jobs[i].log);
+            continue;
+        }
+        char *cubin = NULL;
+        if (bt_read_file(jobs[i].path, &cubin, NULL, &err) ||
+            bt_kernel_load(&fx->g, cubin, f, &cands[i], v, &ks[i], &err))
+            bt_check_fail(t, __FILE__, __LINE__, "%s: %s", desc, err.msg);
+        free(cubin);
+    }
+    for (int s = 0; s < nshapes; s++)
+        for (int mi = 0; mi < nM; mi++) {
+            bt_problem p;
+            CUdeviceptr ref = 0;
+            long M = Ms[mi], N = shapes[s][0], K = shapes[s][1];
+            if (bt_problem_alloc(&fx->g, M, N, K, v, &p, &err)) {
+                bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+                continue;
+            }
+            if (fx->g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
+                bt_problem_fill(&fx->g, &p, v, (unsigned long long)(s * 100 + mi + 7 * n), &err) ||
+                bt_reference(&fx->g, &p, v, ref, &err)) {
+                bt_check_fail(t, __FILE__, __LINE__, "problem setup: %s", err.msg);
+            } else {
+                for (size_t i = 0; i < n; i++) {
+                    if (!ks[i].mod)
+                        continue;
+                    bt_check chk;
+                    char desc[256];
+                    bt_cand_format(f, &cands[i], desc, sizeof desc);
+                    if (bt_problem_poison(&fx->g, &p, fx->g.stream, &err) ||
+                        bt_kernel_launch(&fx->g, &ks[i], &p.args, fx->g.stream, &err) ||
+                        bt_compare(&fx->g, &p, v, ref, &chk, &err)) {
+                        bt_check_fail(t, __FILE__, __LINE__, "%s M=%ld N=%ld K=%ld: %s", desc, M, N, K, err.msg);
+                        goto next_shape;
+                    }
+                    (*runs)++;
+                    if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(v->out)))
+                        bt_check_fail(t, __FILE__, __LINE__,
+                                      "%s %s->%s M=%ld N=%ld K=%ld: rel_err %.3g, %llu unwritten/non-finite, "
+                                      "%llu guard bytes",
+                                      desc, bt_in_name(v->in), bt_out_name(v->out), M, N, K, chk.rel_err,
+                                      chk.nonfinite, chk.guard);
+                    else if (getenv("BT_TEST_VERBOSE"))
+                        printf("    %s %s->%s M=%ld N=%ld K=%ld rel_err %.3g\n", desc, bt_in_name(v->in),
+                               bt_out_name(v->out), M, N, K, chk.rel_err);
+                }
+            }
+        next_shape:
+            if (ref)
+                fx->g.cu.cuMemFree(ref);
+            bt_problem_free(&fx->g, &p);
+        }
+out:
+    for (size_t i = 0; i < n; i++) {
+        bt_kernel_unload(&fx->g, &ks[i]);
+        bt_jit_job_clear(&jobs[i]);
+        free(srcs[i]);
+    }
+    free(jobs), free(ks), free(srcs);
+}
+
+/* The candidates of a space that the device can run. */
+static bt_cand *runnable(bt_t *t, gpu_fixture *fx, const char *space, size_t *n)
+{
+    bt_err err = {{0}};
+    bt_space s;
+    bt_cand *all = NULL;
+    size_t total = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/search_spaces/%s", bt_test_root(), space);
+    if (bt_space_load(path, &s, &err) || bt_space_enumerate(&s, 128, 128, &all, &total, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        *n = 0;
+        return NULL;
+    }
+    size_t keep = 0;
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    for (size_t i = 0; i < total; i++)
+        if (s.family->check(&all[i], &v, &fx->g.target, NULL, 0) == BT_REJ_NONE)
+            all[keep++] = all[i];
+    bt_space_free(&s);
+    *n = keep;
+    return all;
+}
+
+static const long issue_shapes[][2] = {{576, 7168}, {7168, 2304}, {3072, 1536}};
+static const long issue_Ms[] = {1, 24, 100, 4096};
+
+TEST(gpu_small_space_every_candidate_verified)
+{
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    size_t n;
+    bt_cand *c = runnable(t, &fx, "small.yaml", &n);
+    int runs = 0;
+    CHECK(n > 0);
+    for (int in = 0; in < 2; in++)
+        for (int out = 0; out < 3; out++) {
+            bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
+            verify_set(t, &fx, &bt_family_classic, c, n, &v, issue_shapes, 3, issue_Ms, 4, &runs);
+        }
+    printf("    %zu candidates, %d verified runs\n", n, runs);
+    free(c);
+    close_gpu(&fx);
+}
+
+TEST(gpu_default_space_sample_verified)
+{
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    size_t n;
+    bt_cand *c = runnable(t, &fx, "default.yaml", &n);
+    /* A reproducible random sample of 100 (Fisher-Yates with a fixed LCG). */
+    unsigned long long x = 88172645463325252ull;
+    size_t take = n < 100 ? n : 100;
+    for (size_t i = 0; i < take; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t j = i + (size_t)((x >> 33) % (n - i));
+        bt_cand tmp = c[i];
+        c[i] = c[j], c[j] = tmp;
+    }
+    static const long shapes[][2] = {{7168, 2304}, {576, 7168}};
+    static const long Ms[] = {24, 100};
+    int runs = 0;
+    for (int in = 0; in < 2; in++)
+        for (int out = 0; out < 3; out++) {
+            bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
+            verify_set(t, &fx, &bt_family_classic, c, take, &v, shapes, 2, Ms, 2, &runs);
+        }
+    printf("    %zu sampled of %zu runnable, %d verified runs\n", take, n, runs);
+    free(c);
+    close_gpu(&fx);
+}
+
+TEST(gpu_native_space_verified)
+{
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
+                               &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
+        close_gpu(&fx);
+        SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);
+    }
+    size_t n;
+    bt_cand *c = runnable(t, &fx, "native.yaml", &n);
+    int runs = 0;
+    CHECK(n > 0);
+    /* Every candidate on FP8 -> bf16 (the serving path), a spread of them on the other five. */
+    for (int in = 0; in < 2; in++)
+        for (int out = 0; out < 3; out++) {
+            bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
+            int all = in == BT_IN_FP8 && out == BT_OUT_BF16;
+            size_t take = all ? n : (n < 8 ? n : 8);
+            bt_cand *sub = bt_xcalloc(take, sizeof *sub);
+            for (size_t i = 0; i < take; i++)
+                sub[i] = c[all ? i : i * n / take];
+            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);
+            free(sub);
+        }
+    printf("    %zu native candidates, %d verified runs\n", n, runs);
+    free(c);
+    close_gpu(&fx);
+}

@@ -1,0 +1,417 @@
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "jit.h"
+
+/* Tiny kernels: NVRTC takes ~0.1 s each, and these tests compile a few dozen. */
+#define KERNEL(body) "extern \"C\" __global__ void k(float *o, const float *a, int n) {" body "}\n"
+
+static const char *const busy_kernel = KERNEL(
+    "float s = 0.f, t = 1.f;"
+    "for (int i = threadIdx.x; i < n; i += blockDim.x) { s += a[i] * t; t = t * a[i] + s; }"
+    "o[threadIdx.x] = s + t;");
+
+/* A fresh cache directory per test. */
+static const char *cache_dir(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/jit-%s", bt_test_tmpdir(), name);
+    return path;
+}
+
+static bt_jit *open_jit(bt_t *t, const char *dir, const char *arch)
+{
+    bt_target tg;
+    bt_err err = {{0}};
+    bt_jit *j = NULL;
+    CHECK_EQ(bt_target_from_arch(arch, &tg), 0);
+    if (bt_jit_open(dir, &tg, &j, &err) != 0)
+        bt_check_fail(t, __FILE__, __LINE__, "bt_jit_open: %s", err.msg);
+    return j;
+}
+
+static int run1(bt_jit *j, bt_jit_job *jobs, size_t n, int threads)
+{
+    bt_err err = {{0}};
+    int rc = bt_jit_run(j, jobs, n, threads, NULL, NULL, &err);
+    if (rc)
+        printf("    bt_jit_run: %s\n", err.msg);
+    return rc;
+}
+
+static int is_elf(bt_t *t, const bt_jit_job *job)
+{
+    void *data = NULL;
+    size_t len = 0;
+    bt_err err = {{0}};
+    if (bt_jit_read_cubin(job, &data, &len, &err) != 0) {
+        bt_check_fail(t, __FILE__, __LINE__, "bt_jit_read_cubin: %s", err.msg);
+        return 0;
+    }
+    int ok = len > 4 && memcmp(data, "\177ELF", 4) == 0;
+    free(data);
+    return ok;
+}
+
+TEST(jit_source_is_defines_extra_then_entry)
+{
+    bt_cand c = {{64, 128, 128, 32, 4, 3}};
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    char *s = bt_jit_source(&bt_family_classic, &c, &v, "#define BT_TEST_HOOK 1\n");
+    CHECK(s != NULL);
+    const char *bm = strstr(s, "#define BT_BM 64\n");
+    const char *hook = strstr(s, "#define BT_TEST_HOOK 1\n");
+    const char *inc = strstr(s, "#include \"classic.cuh\"\n");
+    CHECK(bm && hook && inc && bm < hook && hook < inc);
+    CHECK_STREQ(inc, "#include \"classic.cuh\"\n");
+    free(s);
+
+    s = bt_jit_source(&bt_family_classic, &c, &v, NULL);
+    CHECK_CONTAINS(s, "#define BT_STAGES 3\n#define BT_QBN 128\n");
+    CHECK(s && strstr(s, "BT_TEST_HOOK") == NULL);
+    free(s);
+}
+
+TEST(jit_nvrtc_version_is_major_dot_minor)
+{
+    int major = 0, minor = -1, used = 0;
+    const char *v = bt_jit_nvrtc_version();
+    CHECK_EQ(sscanf(v, "%d.%d%n", &major, &minor, &used), 2);
+    CHECK_EQ(used, (long)strlen(v));
+    CHECK(major >= 12 && minor >= 0);
+}
+
+TEST(jit_compiles_then_hits_the_cache)
+{
+    bt_jit *j = open_jit(t, cache_dir("hit"), "sm_90a");
+    if (!j)
+        return;
+    bt_jit_job job = {.name = "busy", .source = busy_kernel};
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    CHECK(job.log == NULL);
+    CHECK(job.regs > 0);
+    CHECK_EQ(job.spill_bytes, 0);
+    CHECK(job.seconds > 0);
+    CHECK(is_elf(t, &job));
+    CHECK_EQ(strlen(job.key), 64);
+    char want[8192];
+    snprintf(want, sizeof want, "%s/sm_90a/%.2s/%s.cubin", cache_dir("hit"), job.key, job.key);
+    CHECK_STREQ(job.path, want);
+    struct stat st;
+    CHECK_EQ(stat(job.path, &st), 0);
+    time_t mtime = st.st_mtime;
+    char key[65];
+    memcpy(key, job.key, sizeof key);
+    int regs = job.regs;
+
+    /* A second run, and a second process's worth of state: nothing compiles. */
+    bt_jit_close(j);
+    j = open_jit(t, cache_dir("hit"), "sm_90a");
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_CACHED);
+    CHECK_STREQ(job.key, key);
+    CHECK_EQ(job.regs, regs);
+    CHECK_EQ(job.spill_bytes, 0);
+    CHECK(job.seconds == 0);
+    CHECK(is_elf(t, &job));
+    CHECK_EQ(stat(job.path, &st), 0);
+    CHECK_EQ(st.st_mtime, mtime);
+    bt_jit_job_clear(&job);
+    bt_jit_close(j);
+}
+
+TEST(jit_key_depends_on_arch_and_source)
+{
+    bt_jit *j90 = open_jit(t, cache_dir("arch"), "sm_90a");
+    bt_jit *j89 = open_jit(t, cache_dir("arch"), "sm_89");
+    if (!j90 || !j89) {
+        bt_jit_close(j90);
+        bt_jit_close(j89);
+        return;
+    }
+    bt_jit_job a = {.source = KERNEL("o[0] = 1.f;")}, b = a;
+    bt_jit_job c = {.source = KERNEL("o[0] = 2.f;")};
+    CHECK_EQ(run1(j90, &a, 1, 1), 0);
+    CHECK_EQ(run1(j89, &b, 1, 1), 0);
+    CHECK_EQ(run1(j90, &c, 1, 1), 0);
+    CHECK_EQ(a.status, BT_JIT_COMPILED);
+    CHECK_EQ(b.status, BT_JIT_COMPILED);
+    CHECK_EQ(c.status, BT_JIT_COMPILED);
+    CHECK(strcmp(a.key, b.key) != 0);
+    CHECK(strcmp(a.key, c.key) != 0);
+    CHECK_CONTAINS(a.path, "/sm_90a/");
+    CHECK_CONTAINS(b.path, "/sm_89/");
+    CHECK(is_elf(t, &a) && is_elf(t, &b));
+    bt_jit_close(j90);
+    bt_jit_close(j89);
+}
+
+/* Registers come from the cubin, so they are exact even where NVRTC drops ptxas's report;
+ * spills need that report, and are -1 (unknown) without it. */
+TEST(jit_reports_registers_and_spills)
+{
+    bt_jit *j = open_jit(t, cache_dir("spill"), "sm_90a");
+    if (!j)
+        return;
+    bt_jit_job job = {
+        .source = "extern \"C\" __global__ void __maxnreg__(32) k(float *o, const float *a) {"
+                  "float r[64]; for (int i = 0; i < 64; i++) r[i] = a[i * threadIdx.x];"
+                  "float s = 0.f; for (int j = 0; j < 64; j++) for (int i = 0; i < 64; i++)"
+                  "s += r[i] * r[(i + j) % 64]; o[threadIdx.x] = s; }\n",
+    };
+    for (int pass = 0; pass < 2; pass++) {
+        CHECK_EQ(run1(j, &job, 1, 1), 0);
+        CHECK_EQ(job.status, pass ? BT_JIT_CACHED : BT_JIT_COMPILED);
+        CHECK_EQ(job.regs, 32);
+        CHECK(job.spill_bytes > 0 || job.spill_bytes == -1);
+    }
+    bt_jit_close(j);
+}
+
+/* Replaces a cache file's contents (the cubin or its sidecar). */
+static void clobber(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(text, 1, len, f);
+        fclose(f);
+    }
+}
+
+TEST(jit_damaged_cache_entries_recompile)
+{
+    bt_jit *j = open_jit(t, cache_dir("damage"), "sm_89");
+    if (!j)
+        return;
+    bt_jit_job job = {.source = busy_kernel};
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    char meta[4096];
+    snprintf(meta, sizeof meta, "%.*s.meta", (int)(strlen(job.path) - 6), job.path);
+    CHECK_EQ(access(meta, F_OK), 0);
+
+    void *good = NULL;
+    size_t len = 0;
+    bt_err err;
+    CHECK_EQ(bt_jit_read_cubin(&job, &good, &len, &err), 0);
+    struct {
+        const char *what, *path, *text;
+        size_t len;
+    } damage[] = {
+        {"truncated cubin", job.path, good, len / 2},
+        {"empty cubin", job.path, "", 0},
+        {"garbage cubin", job.path, "\177ELF not really a cubin", 23},
+        {"garbage meta", meta, "regs banana\n", 12},
+        {"meta with a wrong hash", meta,
+         "regs 1\nspill_bytes 0\ncubin_sha256 "
+         "0000000000000000000000000000000000000000000000000000000000000000\n", 99},
+    };
+    for (size_t i = 0; i < sizeof damage / sizeof damage[0]; i++) {
+        clobber(damage[i].path, damage[i].text, damage[i].len);
+        CHECK_EQ(run1(j, &job, 1, 1), 0);
+        if (job.status != BT_JIT_COMPILED)
+            printf("    after %s: status %d\n", damage[i].what, job.status);
+        CHECK_EQ(job.status, BT_JIT_COMPILED);
+        CHECK(is_elf(t, &job));
+    }
+    CHECK_EQ(unlink(meta), 0);
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    CHECK_EQ(unlink(job.path), 0);
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    /* And the repaired entry is a hit again. */
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_CACHED);
+    CHECK(job.regs > 0);
+    free(good);
+    bt_jit_close(j);
+}
+
+TEST(jit_syntax_error_fails_one_job_only)
+{
+    bt_jit *j = open_jit(t, cache_dir("syntax"), "sm_90a");
+    if (!j)
+        return;
+    bt_jit_job jobs[3] = {
+        {.name = "good1", .source = KERNEL("o[0] = 3.f;")},
+        {.name = "bad", .source = KERNEL("o[0] = undeclared_thing;")},
+        {.name = "good2", .source = KERNEL("o[0] = 4.f;")},
+    };
+    CHECK_EQ(run1(j, jobs, 3, 2), 0);
+    CHECK_EQ(jobs[0].status, BT_JIT_COMPILED);
+    CHECK_EQ(jobs[1].status, BT_JIT_FAILED);
+    CHECK_EQ(jobs[2].status, BT_JIT_COMPILED);
+    CHECK_CONTAINS(jobs[1].log, "error: identifier \"undeclared_thing\" is undefined");
+    CHECK(jobs[0].log == NULL && jobs[2].log == NULL);
+    CHECK_EQ(access(jobs[1].path, F_OK), -1);
+    bt_err err;
+    void *data = NULL;
+    size_t len;
+    CHECK_EQ(bt_jit_read_cubin(&jobs[1], &data, &len, &err), -1);
+    CHECK_STREQ(err.msg, "bad: no cubin (the compile failed or never ran)");
+
+    /* Failures are not cached: the next run tries again and fails the same way. */
+    CHECK_EQ(run1(j, jobs, 3, 2), 0);
+    CHECK_EQ(jobs[0].status, BT_JIT_CACHED);
+    CHECK_EQ(jobs[1].status, BT_JIT_FAILED);
+    CHECK_CONTAINS(jobs[1].log, "undeclared_thing");
+    for (int i = 0; i < 3; i++)
+        bt_jit_job_clear(&jobs[i]);
+    bt_jit_close(j);
+}
+
+TEST(jit_includes_embedded_templates)
+{
+    bt_jit *j = open_jit(t, cache_dir("embed"), "sm_89");
+    if (!j)
+        return;
+    bt_jit_job job = {
+        .source = "#include \"classic_layout.h\"\n" KERNEL("o[0] = bt_cl_bscales(128, 128);"),
+    };
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    if (job.status != BT_JIT_COMPILED)
+        printf("    log: %s\n", job.log ? job.log : "(none)");
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    bt_jit_job_clear(&job);
+    bt_jit_close(j);
+}
+
+TEST(jit_unwritable_cache_fails_the_run)
+{
+    bt_jit *j = open_jit(t, cache_dir("unwritable"), "sm_89");
+    if (!j)
+        return;
+    bt_jit_job job = {.name = "w", .source = KERNEL("o[0] = 5.f;")};
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK_EQ(job.status, BT_JIT_COMPILED);
+    /* Replace the entry's directory with a file: the compile succeeds, the store cannot. */
+    char dir[4096], cmd[8300];
+    snprintf(dir, sizeof dir, "%s", job.path);
+    *strrchr(dir, '/') = '\0';
+    snprintf(cmd, sizeof cmd, "rm -r '%s' && touch '%s'", dir, dir);
+    CHECK_EQ(system(cmd), 0);
+    bt_err err = {{0}};
+    CHECK_EQ(bt_jit_run(j, &job, 1, 1, NULL, NULL, &err), -1);
+    char want[4200];
+    snprintf(want, sizeof want, "cubin cache: %s: not a directory", dir);
+    CHECK_STREQ(err.msg, want);
+    CHECK_EQ(job.status, BT_JIT_FAILED);
+    CHECK_CONTAINS(job.log, "not a directory");
+    bt_jit_job_clear(&job);
+    bt_jit_close(j);
+}
+
+typedef struct {
+    pthread_t caller;
+    size_t calls, last, total;
+    int off_thread, backwards;
+} progress_log;
+
+static void on_progress(void *ud, size_t done, size_t total)
+{
+    progress_log *p = ud;
+    if (!pthread_equal(pthread_self(), p->caller))
+        p->off_thread = 1;
+    if (done <= p->last)
+        p->backwards = 1;
+    p->calls++;
+    p->last = done;
+    p->total = total;
+}
+
+TEST(jit_parallel_run_reports_progress)
+{
+    bt_jit *j = open_jit(t, cache_dir("parallel"), "sm_90a");
+    if (!j)
+        return;
+    enum { N = 8 };
+    char src[N][256];
+    bt_jit_job jobs[N + 1];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N; i++) {
+        snprintf(src[i], sizeof src[i], KERNEL("o[threadIdx.x] = a[threadIdx.x] * %d.f;"), i + 1);
+        jobs[i].source = src[i];
+    }
+    jobs[N].source = src[3]; /* a duplicate compiles once */
+    progress_log p = {.caller = pthread_self()};
+    bt_err err;
+    CHECK_EQ(bt_jit_run(j, jobs, N + 1, 2, on_progress, &p, &err), 0);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ(jobs[i].status, BT_JIT_COMPILED);
+    CHECK_EQ(jobs[N].status, BT_JIT_CACHED);
+    CHECK_STREQ(jobs[N].path, jobs[3].path);
+    CHECK(p.calls >= 1 && p.calls <= N + 1);
+    CHECK_EQ(p.last, N + 1);
+    CHECK_EQ(p.total, N + 1);
+    CHECK(!p.off_thread && !p.backwards);
+
+    /* threads <= 0 means one per CPU; everything is cached now. */
+    p = (progress_log){.caller = pthread_self()};
+    CHECK_EQ(bt_jit_run(j, jobs, N + 1, 0, on_progress, &p, &err), 0);
+    for (int i = 0; i <= N; i++)
+        CHECK_EQ(jobs[i].status, BT_JIT_CACHED);
+    CHECK_EQ(p.last, N + 1);
+    CHECK(!p.off_thread && !p.backwards);
+    bt_jit_close(j);
+}
+
+TEST(jit_unusable_cache_dir_is_one_line)
+{
+    const char *blocker = bt_scratch_file("jit-blocker", "a file, not a directory\n");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/cache", blocker);
+    bt_target tg;
+    bt_err err = {{0}};
+    bt_jit *j = NULL;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &tg), 0);
+    CHECK_EQ(bt_jit_open(dir, &tg, &j, &err), -1);
+    CHECK(j == NULL);
+    char want[4200];
+    snprintf(want, sizeof want, "cubin cache: %s: not a directory", blocker);
+    CHECK_STREQ(err.msg, want);
+}
+
+/* Sets or (value NULL) unsets an environment variable. */
+static void put_env(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+static char *saved_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? bt_strdup(v) : NULL;
+}
+
+TEST(jit_default_cache_dir)
+{
+    char *xdg = saved_env("XDG_CACHE_HOME"), *home = saved_env("HOME");
+    static const struct {
+        const char *xdg, *home, *want;
+    } cases[] = {
+        {"/x/cache", "/home/u", "/x/cache/blocktune"},
+        {NULL, "/home/u", "/home/u/.cache/blocktune"},
+        {"rel/cache", "/home/u", "/home/u/.cache/blocktune"}, /* XDG: relative is ignored */
+        {"", "", ".blocktune-cache"},
+        {NULL, NULL, ".blocktune-cache"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        put_env("XDG_CACHE_HOME", cases[i].xdg);
+        put_env("HOME", cases[i].home);
+        char *d = bt_jit_default_cache_dir();
+        CHECK_STREQ(d, cases[i].want);
+        free(d);
+    }
+    put_env("XDG_CACHE_HOME", xdg);
+    put_env("HOME", home);
+    free(xdg);
+    free(home);
+}

@@ -1,0 +1,39 @@
+/* Timing one GEMM kernel honestly: CUDA-graph replays of back-to-back launches that rotate over
+ * enough copies of the inputs that the weights are not served from L2, after warm-up, timed
+ * with CUDA events; the median of the replays. */
+#ifndef BT_BENCH_H
+#define BT_BENCH_H
+
+#include "gpu.h"
+
+#define BT_BENCH_MAXSETS 64
+
+/* Copies of one problem's buffers (set 0 is the verified one). */
+typedef struct {
+    int nsets;
+    bt_gemm_args sets[BT_BENCH_MAXSETS];
+    bt_problem owner; /* set 0's allocation */
+    int owned[BT_BENCH_MAXSETS];
+} bt_rotation;
+
+/* Makes copies of p until their bytes reach at least min_bytes (and at least 2 sets). */
+int bt_rotation_make(bt_gpu *g, const bt_problem *p, size_t min_bytes, bt_rotation *r, bt_err *err);
+void bt_rotation_free(bt_gpu *g, bt_rotation *r);
+
+typedef struct {
+    double us;       /* median time of one GEMM, microseconds */
+    double spread;   /* (max - min) / median over the replays */
+    int launches;    /* launches per replay */
+    int replays;     /* timed replays (1 when pruned) */
+    int pruned;      /* first replay over prune_us: not timed further */
+} bt_timing;
+
+/* Times k over the rotation. prune_us > 0: after one timed replay slower than prune_us the
+ * candidate is reported pruned with that estimate (it cannot be the best). */
+int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_us, bt_timing *t,
+             bt_err *err);
+
+/* The method in one line, for provenance sidecars and BENCHMARKS.md. */
+const char *bt_bench_method(void);
+
+#endif

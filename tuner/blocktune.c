@@ -1,0 +1,239 @@
+/* The library behind include/blocktune.h: config lookup, dispatch between the kernel families,
+ * compile-on-first-use through the cache, and launches on the caller's stream. */
+#include "blocktune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "configio.h"
+#include "family.h"
+#include "gpu.h"
+#include "jit.h"
+
+typedef struct {
+    const bt_family *fam;
+    long N, K;
+    bt_variant v;
+    bt_config cfg; /* empty when no file exists */
+    char name[1024];
+} shape_cfg;
+
+typedef struct {
+    const bt_family *fam;
+    bt_cand cand;
+    bt_variant v;
+    bt_kernel k;
+} loaded;
+
+struct blocktune {
+    bt_gpu gpu;
+    bt_jit *jit;
+    char *config_dir;
+    shape_cfg *cfgs;
+    int ncfgs;
+    loaded *kernels;
+    int nkernels;
+};
+
+static int fail(char *err, size_t n, const bt_err *e)
+{
+    if (err && n)
+        snprintf(err, n, "%s", e->msg);
+    return -1;
+}
+
+int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, size_t errlen)
+{
+    bt_err e = {{0}};
+    blocktune *bt = bt_xcalloc(1, sizeof *bt);
+    char *cache = opt && opt->cache_dir ? bt_strdup(opt->cache_dir) : bt_jit_default_cache_dir();
+    int rc = bt_gpu_open(&bt->gpu, -1, cache, 0, &bt->jit, &e);
+    free(cache);
+    if (rc) {
+        free(bt);
+        return fail(err, errlen, &e);
+    }
+    if (opt && opt->config_dir)
+        bt->config_dir = bt_strdup(opt->config_dir);
+    *out = bt;
+    return 0;
+}
+
+void blocktune_close(blocktune *bt)
+{
+    if (!bt)
+        return;
+    for (int i = 0; i < bt->nkernels; i++)
+        bt_kernel_unload(&bt->gpu, &bt->kernels[i].k);
+    for (int i = 0; i < bt->ncfgs; i++)
+        bt_config_free(&bt->cfgs[i].cfg);
+    free(bt->kernels);
+    free(bt->cfgs);
+    free(bt->config_dir);
+    bt_jit_close(bt->jit);
+    bt_gpu_close(&bt->gpu);
+    free(bt);
+}
+
+static int to_variant(const blocktune_gemm_args *g, bt_variant *v, bt_err *e)
+{
+    if ((unsigned)g->input > BLOCKTUNE_INT8 || (unsigned)g->output > BLOCKTUNE_F32)
+        return bt_fail(e, "unknown input or output type");
+    if (g->block_n <= 0 || g->block_k <= 0 || g->block_n % 16 || g->block_k % 16)
+        return bt_fail(e, "block_n and block_k must be positive multiples of 16 (got %d, %d)", g->block_n,
+                       g->block_k);
+    v->in = (bt_in_type)g->input, v->out = (bt_out_type)g->output;
+    v->block_n = g->block_n, v->block_k = g->block_k;
+    return 0;
+}
+
+/* The config file of a family for (N, K, types) in the config directory, read once. */
+static const shape_cfg *config_for(blocktune *bt, const bt_family *f, long N, long K, const bt_variant *v)
+{
+    for (int i = 0; i < bt->ncfgs; i++) {
+        shape_cfg *s = &bt->cfgs[i];
+        if (s->fam == f && s->N == N && s->K == K && memcmp(&s->v, v, sizeof *v) == 0)
+            return s;
+    }
+    bt->cfgs = bt_xrealloc(bt->cfgs, sizeof *bt->cfgs * (size_t)(bt->ncfgs + 1));
+    shape_cfg *s = &bt->cfgs[bt->ncfgs++];
+    memset(s, 0, sizeof *s);
+    s->fam = f, s->N = N, s->K = K, s->v = *v;
+    if (!bt->config_dir)
+        return s;
+    /* SGLang's name first, then vLLM's. */
+    for (int fmt = BT_FMT_SGLANG; fmt <= BT_FMT_VLLM; fmt++) {
+        char name[1024], path[5200];
+        if (bt_config_filename(name, sizeof name, f, N, K, bt->gpu.info.name, v->in, v->block_n,
+                               v->block_k, (bt_format)fmt) ||
+            bt_sprintf(path, sizeof path, "%s/%s", bt->config_dir, name) || access(path, R_OK) != 0)
+            continue;
+        bt_err e;
+        if (bt_config_read(path, f, &s->cfg, &e) == 0) {
+            snprintf(s->name, sizeof s->name, "%s", name);
+            break;
+        }
+    }
+    return s;
+}
+
+typedef struct {
+    const bt_family *fam;
+    bt_cand cand;
+    const char *source; /* config file name, or NULL for the heuristic */
+    long batch;
+} choice;
+
+/* Native config for the shape if there is one, else classic, else the heuristic: the native
+ * family's on targets it runs on, the classic family's (SGLang's default config) elsewhere. */
+static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, choice *c)
+{
+    const bt_family *order[] = {bt_family_find("native"), &bt_family_classic};
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (!order[i])
+            continue;
+        const shape_cfg *s = config_for(bt, order[i], N, K, v);
+        const bt_config_entry *e = bt_config_nearest(&s->cfg, M);
+        if (e && order[i]->check(&e->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE) {
+            c->fam = order[i], c->cand = e->cand, c->source = s->name, c->batch = e->batch;
+            return;
+        }
+    }
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (!order[i])
+            continue;
+        order[i]->fallback(M, N, K, &bt->gpu.target, &c->cand);
+        if (order[i]->check(&c->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE) {
+            c->fam = order[i];
+            return;
+        }
+    }
+}
+
+static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_err *e)
+{
+    for (int i = 0; i < bt->nkernels; i++) {
+        loaded *l = &bt->kernels[i];
+        if (l->fam == c->fam && memcmp(&l->cand, &c->cand, sizeof c->cand) == 0 &&
+            memcmp(&l->v, v, sizeof *v) == 0)
+            return &l->k;
+    }
+    if (!c->fam) {
+        bt_fail(e, "no kernel of any family runs %s on %s", bt_in_name(v->in), bt->gpu.info.name);
+        return NULL;
+    }
+    char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
+    bt_jit_job job = {.name = "kernel", .source = src};
+    bt_kernel k;
+    bt_kernel *res = NULL;
+    if (bt_jit_run(bt->jit, &job, 1, 1, NULL, NULL, e))
+        goto out;
+    if (job.status == BT_JIT_FAILED) {
+        bt_fail(e, "kernel failed to compile: %.500s", job.log ? job.log : "");
+        goto out;
+    }
+    if (bt_read_file(job.path, &cubin, NULL, e) || bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e))
+        goto out;
+    bt->kernels = bt_xrealloc(bt->kernels, sizeof *bt->kernels * (size_t)(bt->nkernels + 1));
+    loaded *l = &bt->kernels[bt->nkernels++];
+    l->fam = c->fam, l->cand = c->cand, l->v = *v, l->k = k;
+    res = &l->k;
+out:
+    free(cubin);
+    free(src);
+    bt_jit_job_clear(&job);
+    return res;
+}
+
+int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM, char *err,
+                      size_t errlen)
+{
+    bt_err e = {{0}};
+    bt_variant v;
+    if (to_variant(shape, &v, &e))
+        return fail(err, errlen, &e);
+    for (int i = 0; i < nM; i++) {
+        choice c;
+        choose(bt, Ms[i], shape->N, shape->K, &v, &c);
+        if (!kernel_for(bt, &c, &v, &e))
+            return fail(err, errlen, &e);
+    }
+    return 0;
+}
+
+int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream, char *err, size_t errlen)
+{
+    bt_err e = {{0}};
+    bt_variant v;
+    choice c;
+    bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, g->M, g->N, g->K};
+    if (to_variant(g, &v, &e) || bt_gemm_check(&a, &e))
+        return fail(err, errlen, &e);
+    choose(bt, g->M, g->N, g->K, &v, &c);
+    bt_kernel *k = kernel_for(bt, &c, &v, &e);
+    if (!k || bt_kernel_launch(&bt->gpu, k, &a, stream, &e))
+        return fail(err, errlen, &e);
+    return 0;
+}
+
+int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n)
+{
+    bt_err e = {{0}};
+    bt_variant v;
+    choice c;
+    if (to_variant(g, &v, &e))
+        return fail(buf, n, &e);
+    choose(bt, g->M, g->N, g->K, &v, &c);
+    if (!c.fam)
+        return snprintf(buf, n, "no kernel runs this"), -1;
+    char desc[256];
+    bt_cand_format(c.fam, &c.cand, desc, sizeof desc);
+    if (c.source)
+        snprintf(buf, n, "%s %s (config %s, batch %ld)", c.fam->name, desc, c.source, c.batch);
+    else
+        snprintf(buf, n, "%s %s (built-in heuristic)", c.fam->name, desc);
+    return 0;
+}

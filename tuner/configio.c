@@ -1,0 +1,290 @@
+#include "configio.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int bt_config_filename(char *buf, size_t n, const bt_family *f, long N, long K,
+                       const char *device_name, bt_in_type in, int block_n, int block_k,
+                       bt_format fmt)
+{
+    char dev[256], kernel[64] = "";
+    if (bt_sprintf(dev, sizeof dev, "%s", device_name))
+        return -1;
+    for (char *p = dev; *p; p++)
+        if (*p == ' ')
+            *p = '_';
+    if (strcmp(f->name, "classic") != 0 &&
+        bt_sprintf(kernel, sizeof kernel, ",kernel=%s", f->name))
+        return -1;
+    /* vLLM's fp8 loader drops the space after the comma; its int8 loader keeps it. */
+    int space = !(fmt == BT_FMT_VLLM && in == BT_IN_FP8);
+    return bt_sprintf(buf, n, "N=%ld,K=%ld,device_name=%s,dtype=%s,block_shape=[%d,%s%d]%s.json",
+                      N, K, dev, bt_dtype_tag(in), block_n, space ? " " : "", block_k, kernel);
+}
+
+void bt_config_free(bt_config *c)
+{
+    free(c->e);
+    c->e = NULL;
+    c->n = 0;
+}
+
+static int find_batch(const bt_config *c, long batch)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].batch == batch)
+            return i;
+    return -1;
+}
+
+void bt_config_set(bt_config *c, long batch, const bt_cand *cand)
+{
+    int i = 0;
+    while (i < c->n && c->e[i].batch < batch)
+        i++;
+    if (i < c->n && c->e[i].batch == batch) {
+        c->e[i].cand = *cand;
+        return;
+    }
+    c->e = bt_xrealloc(c->e, sizeof *c->e * (size_t)(c->n + 1));
+    memmove(c->e + i + 1, c->e + i, sizeof *c->e * (size_t)(c->n - i));
+    c->e[i].batch = batch;
+    c->e[i].cand = *cand;
+    c->n++;
+}
+
+/* Entries ascend, so keeping the first of equally near ones picks the smaller batch, as
+ * SGLang's min(keys, key=lambda x: abs(x - M)) does. */
+const bt_config_entry *bt_config_nearest(const bt_config *c, long M)
+{
+    const bt_config_entry *best = NULL;
+    for (int i = 0; i < c->n; i++)
+        if (!best || labs(c->e[i].batch - M) < labs(best->batch - M))
+            best = &c->e[i];
+    return best;
+}
+
+int bt_sidecar_path(char *buf, size_t n, const char *config_path)
+{
+    size_t len = strlen(config_path);
+    if (len >= 5 && strcmp(config_path + len - 5, ".json") == 0)
+        len -= 5;
+    if (len > INT_MAX)
+        return -1;
+    return bt_sprintf(buf, n, "%.*s.provenance.json", (int)len, config_path);
+}
+
+/* ---- reading ---- */
+
+static void text_position(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (const char *p = text; at && p < at && *p; p++) {
+        if (*p == '\n')
+            (*line)++, *col = 1;
+        else
+            (*col)++;
+    }
+}
+
+/* Python's int(key) would take " 16" or "+16"; neither comes from a tuner, so only digits. */
+static int parse_batch(const char *s, long *out)
+{
+    if (!*s)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    return bt_parse_long(s, 1, LONG_MAX, out);
+}
+
+static int read_entry(const char *path, const cJSON *entry, const bt_family *f, bt_cand *cand,
+                      bt_err *err)
+{
+    const char *b = entry->string;
+    int seen[BT_MAXPARAM] = {0};
+    if (!cJSON_IsObject(entry))
+        return bt_fail(err, "%s: \"%s\": expected an object of %s kernel parameters", path, b,
+                       f->name);
+    memset(cand, 0, sizeof *cand);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, entry) {
+        int i = bt_family_param_index(f, p->string);
+        if (i < 0)
+            return bt_fail(err, "%s: \"%s\": unexpected key \"%s\" (not a %s kernel parameter)",
+                           path, b, p->string, f->name);
+        if (seen[i])
+            return bt_fail(err, "%s: \"%s\": %s appears twice", path, b, p->string);
+        double d = p->valuedouble;
+        /* cJSON reads every number as a double; a config holds only whole ints. */
+        if (!cJSON_IsNumber(p) || !(d >= INT_MIN && d <= INT_MAX) || d != (double)(int)d) {
+            char *txt = cJSON_PrintUnformatted(p);
+            bt_fail(err, "%s: \"%s\": %s: %.40s is not an integer", path, b, p->string,
+                    txt ? txt : "value");
+            cJSON_free(txt);
+            return -1;
+        }
+        cand->v[i] = (int)d;
+        seen[i] = 1;
+    }
+    for (int i = 0; i < f->nparams; i++)
+        if (!seen[i])
+            return bt_fail(err, "%s: \"%s\": missing %s", path, b, f->params[i].key);
+    return 0;
+}
+
+int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err *err)
+{
+    int rc = -1;
+    char *text = NULL;
+    cJSON *root = NULL;
+    bt_config c = {0};
+    if (bt_read_file(path, &text, NULL, err))
+        return -1;
+    const char *end = NULL;
+    root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        int line, col;
+        text_position(text, end, &line, &col);
+        bt_fail(err, "%s:%d:%d: not valid JSON", path, line, col);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        bt_fail(err, "%s: expected an object mapping batch sizes to kernel parameters", path);
+        goto out;
+    }
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, root) {
+        long batch;
+        bt_cand cand;
+        if (parse_batch(entry->string, &batch)) {
+            bt_fail(err, "%s: \"%s\": a key must be a batch size (a positive integer)", path,
+                    entry->string);
+            goto out;
+        }
+        if (find_batch(&c, batch) >= 0) {
+            bt_fail(err, "%s: \"%s\": batch size %ld appears twice", path, entry->string, batch);
+            goto out;
+        }
+        if (read_entry(path, entry, f, &cand, err))
+            goto out;
+        bt_config_set(&c, batch, &cand);
+    }
+    *out = c;
+    c = (bt_config){0};
+    rc = 0;
+out:
+    bt_config_free(&c);
+    cJSON_Delete(root);
+    free(text);
+    return rc;
+}
+
+/* ---- writing ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = bt_xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+static void sb_long(sbuf *b, long v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%ld", v);
+    sb_put(b, num);
+}
+
+/* json.dumps(indent=4): ",\n" between items, ": " after keys, "{}" for an empty object. */
+char *bt_config_serialize(const bt_config *c, const bt_family *f)
+{
+    sbuf b = {0};
+    if (c->n == 0) {
+        sb_put(&b, "{}\n");
+        return b.p;
+    }
+    sb_put(&b, "{\n");
+    for (int i = 0; i < c->n; i++) {
+        sb_put(&b, "    \"");
+        sb_long(&b, c->e[i].batch);
+        sb_put(&b, "\": {\n");
+        for (int j = 0; j < f->nparams; j++) {
+            sb_put(&b, "        \"");
+            sb_put(&b, f->params[j].key);
+            sb_put(&b, "\": ");
+            sb_long(&b, c->e[i].cand.v[j]);
+            sb_put(&b, j + 1 < f->nparams ? ",\n" : "\n");
+        }
+        sb_put(&b, i + 1 < c->n ? "    },\n" : "    }\n");
+    }
+    sb_put(&b, "}\n");
+    return b.p;
+}
+
+/* Serializes read-merge-write cycles on one directory. The lock is on the directory: a lock
+ * file would be left behind, and a lock on the config would go with the inode the rename
+ * replaces. Where a filesystem refuses flock on directories (NFS), writes go unlocked; the
+ * rename still keeps every file whole. */
+static int lock_dir(const char *path, int *fd, bt_err *err)
+{
+    char dir[4096] = ".";
+    const char *slash = strrchr(path, '/');
+    if (slash && bt_sprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path))
+        return bt_fail(err, "%s: path too long", path);
+    *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0)
+        return bt_fail(err, "%s: cannot open directory: %s", dir, strerror(errno));
+    while (flock(*fd, LOCK_EX) != 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
+int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
+                          bt_err *err)
+{
+    int rc = -1, lock_fd = -1;
+    char *text = NULL;
+    bt_config merged = {0};
+    struct stat st;
+    if (lock_dir(path, &lock_fd, err))
+        return -1;
+    if (stat(path, &st) == 0) {
+        if (bt_config_read(path, f, &merged, err)) {
+            if (err) {
+                size_t used = strlen(err->msg);
+                snprintf(err->msg + used, sizeof err->msg - used, " (existing file left as is)");
+            }
+            goto out;
+        }
+    } else if (errno != ENOENT) {
+        bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
+        goto out;
+    }
+    for (int i = 0; i < update->n; i++)
+        bt_config_set(&merged, update->e[i].batch, &update->e[i].cand);
+    text = bt_config_serialize(&merged, f);
+    rc = bt_write_file_atomic(path, text, strlen(text), err);
+out:
+    free(text);
+    bt_config_free(&merged);
+    close(lock_fd); /* releases the lock */
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* Config files: SGLang/vLLM names and schema (batch size -> six-key object, Python's
+ * json.dumps(indent=4) layout), atomic merge-on-write, provenance sidecars, and lookup. */
+#ifndef BT_CONFIGIO_H
+#define BT_CONFIGIO_H
+
+#include "family.h"
+#include "util.h"
+
+typedef enum { BT_FMT_SGLANG = 0, BT_FMT_VLLM = 1 } bt_format;
+
+typedef struct {
+    long batch;
+    bt_cand cand;
+} bt_config_entry;
+
+typedef struct {
+    int n;
+    bt_config_entry *e; /* ascending by batch */
+} bt_config;
+
+/* "N=7168,K=2304,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json"
+ * (vLLM fp8: "[128,128]"; vLLM's int8 loader wants the space too). device_name is the driver's
+ * name; spaces become '_'. Families other than classic append ",kernel=<name>" before ".json"
+ * so serving stacks never pick them up. -1 when buf is too small. */
+int bt_config_filename(char *buf, size_t n, const bt_family *f, long N, long K,
+                       const char *device_name, bt_in_type in, int block_n, int block_k,
+                       bt_format fmt);
+
+/* Parses a config file; every key must be a batch size and every value must have exactly the
+ * family's keys as integers. Errors name the file and the key at fault. */
+int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err *err);
+/* Serializes byte-for-byte as SGLang's tuner writes (json.dumps(obj, indent=4) + "\n"). */
+char *bt_config_serialize(const bt_config *c, const bt_family *f);
+/* Merges entries into the file at path (new batch sizes added, existing ones replaced, none
+ * dropped) and writes it atomically. An existing file that cannot be read is an error and is
+ * left as it is. Merges into one directory are serialized (flock on the directory), so tuners
+ * running side by side on different batch sizes lose no entries. */
+int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
+                          bt_err *err);
+void bt_config_set(bt_config *c, long batch, const bt_cand *cand);
+void bt_config_free(bt_config *c);
+
+/* Entry whose batch size is nearest M (ties to the smaller), as SGLang picks; NULL if empty. */
+const bt_config_entry *bt_config_nearest(const bt_config *c, long M);
+
+/* Where the provenance of a config lives (never inside the config: extra keys break both
+ * loaders): the config path with ".json" replaced by ".provenance.json" (appended when the path
+ * does not end in ".json"). -1 when buf is too small. */
+int bt_sidecar_path(char *buf, size_t n, const char *config_path);
+
+#endif

@@ -1,0 +1,307 @@
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "classic_layout.h"
+#include "native_layout.h"
+#include "util.h"
+
+const char *bt_reject_name(bt_reject r)
+{
+    switch (r) {
+    case BT_REJ_NONE: return "none";
+    case BT_REJ_SMEM: return "shared memory";
+    case BT_REJ_REGS: return "registers";
+    case BT_REJ_SHAPE: return "tile shape";
+    case BT_REJ_ARCH: return "architecture";
+    default: return "?";
+    }
+}
+
+const char *bt_in_name(bt_in_type t) { return t == BT_IN_INT8 ? "int8" : "fp8"; }
+const char *bt_dtype_tag(bt_in_type t) { return t == BT_IN_INT8 ? "int8_w8a8" : "fp8_w8a8"; }
+
+const char *bt_out_name(bt_out_type t)
+{
+    return t == BT_OUT_BF16 ? "bfloat16" : t == BT_OUT_F32 ? "float32" : "float16";
+}
+
+int bt_out_size(bt_out_type t) { return t == BT_OUT_F32 ? 4 : 2; }
+
+int bt_target_from_arch(const char *arch, bt_target *t)
+{
+    static const struct {
+        const char *arch;
+        int cc;
+        long smem;
+    } known[] = {
+        {"sm_80", 80, 166912},  {"sm_86", 86, 101376},  {"sm_89", 89, 101376},
+        {"sm_90", 90, 232448},  {"sm_90a", 90, 232448}, {"sm_100", 100, 232448},
+        {"sm_120", 120, 101376},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(arch, known[i].arch) == 0) {
+            memset(t, 0, sizeof *t);
+            snprintf(t->arch, sizeof t->arch, "%s", arch);
+            t->cc = known[i].cc;
+            t->smem_optin = known[i].smem;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int is_sm90a(const bt_target *t) { return strcmp(t->arch, "sm_90a") == 0; }
+
+/* ---- classic: SGLang's Triton kernel's six keys, same meaning ---- */
+
+enum { CL_BM, CL_BN, CL_BK, CL_GM, CL_WARPS, CL_STAGES, CL_NPARAM };
+
+static const bt_param_def classic_params[CL_NPARAM] = {
+    {"BLOCK_SIZE_M", 1, 16, 256, "rows of C per thread block"},
+    {"BLOCK_SIZE_N", 1, 8, 256, "columns of C per thread block"},
+    {"BLOCK_SIZE_K", 1, 32, 128, "K per pipeline step (divides the quantization block_k)"},
+    {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
+    {"num_warps", 1, 1, 8, "warps per thread block"},
+    {"num_stages", 0, 1, 8, "shared-memory pipeline depth"},
+};
+
+static bt_reject classic_check(const bt_cand *c, const bt_variant *v, const bt_target *t,
+                               char *why, size_t n)
+{
+    const int *p = c->v;
+    int bm = p[CL_BM], bn = p[CL_BN], bk = p[CL_BK], w = p[CL_WARPS], s = p[CL_STAGES];
+    char dummy[8];
+    if (!why)
+        why = dummy, n = sizeof dummy;
+    if (v->in == BT_IN_FP8 && t->cc < 89) {
+        snprintf(why, n, "FP8 tensor-core mma needs sm_89 or newer, target is %s", t->arch);
+        return BT_REJ_ARCH;
+    }
+    if (v->block_k % bk != 0) {
+        snprintf(why, n, "BLOCK_SIZE_K %d does not divide the quantization block_k %d", bk,
+                 v->block_k);
+        return BT_REJ_SHAPE;
+    }
+    int wg = bt_cl_use_wgmma(is_sm90a(t), bm, bn, w);
+    if (!wg) {
+        int wk = bt_cl_warps_k(bm, bn, w);
+        if (wk > bk / 32) {
+            snprintf(why, n, "%d warps cannot share a %dx%d tile (%d would split a %d-deep K step)",
+                     w, bm, bn, wk, bk);
+            return BT_REJ_SHAPE;
+        }
+    }
+    long acc = bt_cl_acc_per_thread(wg, bm, bn, w);
+    if (acc >= 128) {
+        snprintf(why, n, "%ld fp32 accumulators per thread, twice that (running sum and block "
+                 "partial) exceeds the 255-register limit", acc);
+        return BT_REJ_REGS;
+    }
+    long smem = bt_cl_smem_bytes(wg, bm, bn, bk, w, s, v->block_n);
+    if (smem > t->smem_optin) {
+        snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch,
+                 t->smem_optin);
+        return BT_REJ_SMEM;
+    }
+    snprintf(why, n, "ok");
+    return BT_REJ_NONE;
+}
+
+static size_t classic_smem(const bt_cand *c, const bt_variant *v)
+{
+    /* The larger of the two paths, for callers that do not know the target. */
+    const int *p = c->v;
+    long a = bt_cl_smem_bytes(0, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS], p[CL_STAGES], v->block_n);
+    long b = bt_cl_smem_bytes(1, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS], p[CL_STAGES], v->block_n);
+    return (size_t)(a > b ? a : b);
+}
+
+static int classic_defines(const bt_cand *c, const bt_variant *v, char *buf, size_t n)
+{
+    const int *p = c->v;
+    return bt_sprintf(buf, n,
+                      "#define BT_BM %d\n#define BT_BN %d\n#define BT_BK %d\n#define BT_GM %d\n"
+                      "#define BT_WARPS %d\n#define BT_STAGES %d\n#define BT_QBN %d\n"
+                      "#define BT_QBK %d\n#define BT_IN_INT8 %d\n#define BT_OUT %d\n",
+                      p[CL_BM], p[CL_BN], p[CL_BK], p[CL_GM], p[CL_WARPS], p[CL_STAGES],
+                      v->block_n, v->block_k, v->in == BT_IN_INT8, (int)v->out);
+}
+
+static void classic_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M,
+                           long N, long K, bt_launch *out)
+{
+    (void)K;
+    const int *p = c->v;
+    long tiles = ((M + p[CL_BM] - 1) / p[CL_BM]) * ((N + p[CL_BN] - 1) / p[CL_BN]);
+    int wg = bt_cl_use_wgmma(is_sm90a(t), p[CL_BM], p[CL_BN], p[CL_WARPS]);
+    memset(out, 0, sizeof *out);
+    out->grid[0] = (unsigned)tiles, out->grid[1] = out->grid[2] = 1;
+    out->block[0] = 32u * (unsigned)p[CL_WARPS], out->block[1] = out->block[2] = 1;
+    out->cluster[0] = out->cluster[1] = out->cluster[2] = 1;
+    out->smem = (size_t)bt_cl_smem_bytes(wg, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS],
+                                         p[CL_STAGES], v->block_n);
+}
+
+/* SGLang's own default when no config file exists for a shape. */
+static void classic_fallback(long M, long N, long K, const bt_target *t, bt_cand *out)
+{
+    (void)M, (void)N, (void)K, (void)t;
+    memset(out, 0, sizeof *out);
+    out->v[CL_BM] = 64, out->v[CL_BN] = 128, out->v[CL_BK] = 128;
+    out->v[CL_GM] = 32, out->v[CL_WARPS] = 4, out->v[CL_STAGES] = 3;
+}
+
+const bt_family bt_family_classic = {
+    .name = "classic",
+    .abi = BT_ABI_POINTERS,
+    .entry = "classic.cuh",
+    .kernel = "bt_classic_gemm",
+    .nparams = CL_NPARAM,
+    .params = classic_params,
+    .check = classic_check,
+    .smem_bytes = classic_smem,
+    .defines = classic_defines,
+    .launch = classic_launch,
+    .fallback = classic_fallback,
+};
+
+
+/* ---- native: TMA + wgmma, warp-specialized and persistent (sm_90a) ---- */
+
+enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_NPARAM };
+
+static const bt_param_def native_params[NV_NPARAM] = {
+    {"BLOCK_SIZE_M", 1, 64, 128, "rows of C per tile: 64 per consumer warpgroup"},
+    {"BLOCK_SIZE_N", 0, 8, 256, "columns of C per tile, a multiple of 8"},
+    {"num_stages", 0, 1, 16, "TMA ring depth"},
+    {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
+};
+
+static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
+                              size_t n)
+{
+    const int *p = c->v;
+    int bm = p[NV_BM], bn = p[NV_BN], s = p[NV_STAGES];
+    char dummy[8];
+    if (!why)
+        why = dummy, n = sizeof dummy;
+    if (!is_sm90a(t)) {
+        snprintf(why, n, "the native family needs sm_90a (TMA, wgmma, setmaxnreg), target is %s", t->arch);
+        return BT_REJ_ARCH;
+    }
+    if (v->block_k != 64 && v->block_k != 128) {
+        snprintf(why, n, "the native kernel steps K by the quantization block_k, which must be 64 or 128 (got %d)",
+                 v->block_k);
+        return BT_REJ_SHAPE;
+    }
+    if (bn % 8 != 0 || v->block_n % 8 != 0) {
+        snprintf(why, n, "BLOCK_SIZE_N %d and block_n %d must be multiples of 8", bn, v->block_n);
+        return BT_REJ_SHAPE;
+    }
+    if (bt_nv_acc_regs(bn) > 192) {
+        snprintf(why, n, "BLOCK_SIZE_N %d needs %d accumulator registers per consumer thread, over 192", bn,
+                 bt_nv_acc_regs(bn));
+        return BT_REJ_REGS;
+    }
+    long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s);
+    if (smem > t->smem_optin) {
+        snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch, t->smem_optin);
+        return BT_REJ_SMEM;
+    }
+    snprintf(why, n, "ok");
+    return BT_REJ_NONE;
+}
+
+static size_t native_smem(const bt_cand *c, const bt_variant *v)
+{
+    return (size_t)bt_nv_smem_bytes(c->v[NV_BM], c->v[NV_BN], v->block_k, c->v[NV_STAGES]);
+}
+
+static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size_t n)
+{
+    const int *p = c->v;
+    return bt_sprintf(buf, n,
+                      "#define BT_BM %d\n#define BT_BN %d\n#define BT_STAGES %d\n#define BT_GM %d\n"
+                      "#define BT_QBN %d\n#define BT_QBK %d\n#define BT_IN_INT8 %d\n#define BT_OUT %d\n",
+                      p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], v->block_n, v->block_k,
+                      v->in == BT_IN_INT8, (int)v->out);
+}
+
+static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M, long N,
+                          long K, bt_launch *out)
+{
+    (void)K;
+    const int *p = c->v;
+    long tiles = ((M + p[NV_BM] - 1) / p[NV_BM]) * ((N + p[NV_BN] - 1) / p[NV_BN]);
+    long sms = t->sm_count > 0 ? t->sm_count : 132;
+    memset(out, 0, sizeof *out);
+    out->grid[0] = (unsigned)(tiles < sms ? tiles : sms), out->grid[1] = out->grid[2] = 1;
+    out->block[0] = (unsigned)bt_nv_threads(p[NV_BM]), out->block[1] = out->block[2] = 1;
+    out->cluster[0] = out->cluster[1] = out->cluster[2] = 1;
+    out->smem = native_smem(c, v);
+    out->tile_m = p[NV_BM], out->tile_n = p[NV_BN], out->tile_k = v->block_k;
+}
+
+/* Without a config: small M streams the weights, so tiles of 64 rows and as many column tiles
+ * as SMs; larger M takes 128 x 128 tiles. Stages: as many as fit, up to 8. */
+static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand *out)
+{
+    (void)K;
+    long sms = t->sm_count > 0 ? t->sm_count : 132;
+    memset(out, 0, sizeof *out);
+    int bm = M <= 64 ? 64 : 128, bn = 128;
+    if (M <= 64) {
+        long want = (N + sms - 1) / sms;
+        bn = (int)((want + 7) / 8 * 8);
+        bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
+    }
+    int stages = 8;
+    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages) > (t->smem_optin ? t->smem_optin : 232448))
+        stages--;
+    out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
+}
+
+const bt_family bt_family_native = {
+    .name = "native",
+    .abi = BT_ABI_TMA,
+    .entry = "native.cuh",
+    .kernel = "bt_native_gemm",
+    .nparams = NV_NPARAM,
+    .params = native_params,
+    .check = native_check,
+    .smem_bytes = native_smem,
+    .defines = native_defines,
+    .launch = native_launch,
+    .fallback = native_fallback,
+};
+
+const bt_family *bt_family_find(const char *name)
+{
+    if (strcmp(name, "classic") == 0)
+        return &bt_family_classic;
+    if (strcmp(name, "native") == 0)
+        return &bt_family_native;
+    return NULL;
+}
+
+int bt_family_param_index(const bt_family *f, const char *key)
+{
+    for (int i = 0; i < f->nparams; i++)
+        if (strcmp(f->params[i].key, key) == 0)
+            return i;
+    return -1;
+}
+
+void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < f->nparams && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s=%d", i ? " " : "", f->params[i].key, c->v[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}

@@ -1,0 +1,343 @@
+#include "gpu.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#define GUARD_BYTES 4096
+#define GUARD_PATTERN 0xA5
+
+int bt_target_from_device(const bt_device_info *info, bt_target *t, bt_err *err)
+{
+    char arch[16];
+    int cc = info->cc_major * 10 + info->cc_minor;
+    /* Hopper's wgmma and setmaxnreg exist only in the architecture-specific sm_90a target. */
+    snprintf(arch, sizeof arch, cc == 90 ? "sm_90a" : "sm_%d", cc);
+    if (bt_target_from_arch(arch, t))
+        return bt_fail(err, "%s: compute capability %d.%d (%s) is not supported", info->name,
+                       info->cc_major, info->cc_minor, arch);
+    t->smem_optin = info->smem_optin;
+    t->sm_count = info->sm_count;
+    return 0;
+}
+
+static int load_support(bt_gpu *g, bt_jit *jit, bt_err *err)
+{
+    int rc = -1;
+    void *cubin = NULL;
+    size_t len;
+    bt_jit_job job = {.name = "support kernels", .source = "#include \"support.cuh\"\n"};
+    if (bt_jit_run(jit, &job, 1, 1, NULL, NULL, err))
+        goto out;
+    if (job.status == BT_JIT_FAILED) {
+        bt_fail(err, "support kernels failed to compile: %s", job.log ? job.log : "(no log)");
+        goto out;
+    }
+    if (bt_jit_read_cubin(&job, &cubin, &len, err))
+        goto out;
+    BT_CU(&g->cu, cuModuleLoadData(&g->support, cubin), err, "loading the support kernels");
+    static const struct {
+        size_t off;
+        const char *name;
+    } fns[] = {
+        {offsetof(bt_gpu, fill_codes), "bt_fill_codes"},   {offsetof(bt_gpu, fill_scales), "bt_fill_scales"},
+        {offsetof(bt_gpu, ref_gemm), "bt_ref_gemm"},       {offsetof(bt_gpu, compare), "bt_compare"},
+        {offsetof(bt_gpu, guard_check), "bt_guard_check"},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        BT_CU(&g->cu, cuModuleGetFunction((CUfunction *)((char *)g + fns[i].off), g->support, fns[i].name),
+              err, fns[i].name);
+    rc = 0;
+out:
+    free(cubin);
+    bt_jit_job_clear(&job);
+    return rc;
+}
+
+int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support, bt_jit **jit,
+                bt_err *err)
+{
+    int rc = -1;
+    memset(g, 0, sizeof *g);
+    *jit = NULL;
+    if (bt_cuda_open(&g->cu, err))
+        return -1;
+    if (ordinal < 0) {
+        BT_CU(&g->cu, cuCtxGetCurrent(&g->ctx), err, "cuCtxGetCurrent");
+        if (!g->ctx) {
+            bt_fail(err, "no CUDA context is current on this thread (make one current first)");
+            goto out;
+        }
+        BT_CU(&g->cu, cuCtxGetDevice(&g->dev), err, "cuCtxGetDevice");
+        ordinal = (int)g->dev;
+    }
+    if (bt_cuda_device_info(&g->cu, ordinal, &g->info, err) ||
+        bt_target_from_device(&g->info, &g->target, err))
+        goto out;
+    if (!g->ctx) {
+        BT_CU(&g->cu, cuDeviceGet(&g->dev, ordinal), err, "cuDeviceGet");
+        BT_CU(&g->cu, cuDevicePrimaryCtxRetain(&g->ctx, g->dev), err, "retaining the primary context");
+        g->retained = 1;
+        BT_CU(&g->cu, cuCtxSetCurrent(g->ctx), err, "cuCtxSetCurrent");
+    }
+    BT_CU(&g->cu, cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), err, "cuStreamCreate");
+    if (bt_jit_open(cache_dir, &g->target, jit, err) || (with_support && load_support(g, *jit, err)))
+        goto out;
+    rc = 0;
+out:
+    if (rc) {
+        bt_jit_close(*jit);
+        *jit = NULL;
+        bt_gpu_close(g);
+    }
+    return rc;
+}
+
+void bt_gpu_close(bt_gpu *g)
+{
+    if (!g->cu.handle)
+        return;
+    if (g->support)
+        g->cu.cuModuleUnload(g->support);
+    if (g->stream)
+        g->cu.cuStreamDestroy(g->stream);
+    if (g->retained)
+        g->cu.cuDevicePrimaryCtxRelease(g->dev);
+    bt_cuda_close(&g->cu);
+    memset(g, 0, sizeof *g);
+}
+
+int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
+                   const bt_variant *v, bt_kernel *k, bt_err *err)
+{
+    int rc = -1;
+    bt_launch geo;
+    memset(k, 0, sizeof *k);
+    k->family = f, k->cand = *c, k->variant = *v;
+    BT_CU(&g->cu, cuModuleLoadData(&k->mod, cubin), err, "loading the kernel");
+    BT_CU(&g->cu, cuModuleGetFunction(&k->fn, k->mod, f->kernel), err, f->kernel);
+    f->launch(c, v, &g->target, 1, 1, 16, &geo);
+    BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)geo.smem),
+          err, "raising the kernel's shared-memory limit");
+    rc = 0;
+out:
+    if (rc && k->mod) {
+        g->cu.cuModuleUnload(k->mod);
+        k->mod = NULL;
+    }
+    return rc;
+}
+
+void bt_kernel_unload(bt_gpu *g, bt_kernel *k)
+{
+    if (k->mod)
+        g->cu.cuModuleUnload(k->mod);
+    memset(k, 0, sizeof *k);
+}
+
+int bt_gemm_check(const bt_gemm_args *a, bt_err *err)
+{
+    if (a->M < 1 || a->N < 1 || a->K < 1)
+        return bt_fail(err, "M, N and K must be positive (got %ld, %ld, %ld)", a->M, a->N, a->K);
+    if (a->K % 16 != 0)
+        return bt_fail(err, "K = %ld: the kernels copy rows in 16-byte pieces, so K must be a multiple of 16", a->K);
+    if (a->M > (1L << 30) || a->N > (1L << 30) || a->K > (1L << 30))
+        return bt_fail(err, "M, N and K must be below 2^30");
+    if ((a->A | a->B) % 16 != 0)
+        return bt_fail(err, "A and B must be 16-byte aligned");
+    return 0;
+}
+
+/* A tensor map over a row-major [rows, K] byte matrix with box_rows x box_k boxes, swizzled the
+ * way the native kernel's wgmma descriptors read it. */
+static int encode_map(bt_gpu *g, CUtensorMap *map, CUdeviceptr ptr, long rows, long K, int box_rows,
+                      int box_k, bt_err *err)
+{
+    int rc = -1;
+    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)K};
+    cuuint32_t box[2] = {(cuuint32_t)box_k, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+    BT_CU(&g->cu,
+          cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)ptr, dims, strides, box, elem,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 box_k == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+          err, "encoding a tensor map");
+    rc = 0;
+out:
+    return rc;
+}
+
+int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
+                     bt_err *err)
+{
+    int rc = -1;
+    bt_launch geo;
+    CUtensorMap ma, mb;
+    if (bt_gemm_check(a, err))
+        return -1;
+    k->family->launch(&k->cand, &k->variant, &g->target, a->M, a->N, a->K, &geo);
+    int M = (int)a->M, N = (int)a->N, K = (int)a->K;
+    void *ptr_params[] = {(void *)&a->A, (void *)&a->B, (void *)&a->C, (void *)&a->As,
+                          (void *)&a->Bs, &M, &N, &K};
+    void *tma_params[] = {&ma, &mb, (void *)&a->C, (void *)&a->As, (void *)&a->Bs, &M, &N, &K};
+    void **params = ptr_params;
+    if (k->family->abi == BT_ABI_TMA) {
+        if (encode_map(g, &ma, a->A, a->M, a->K, geo.tile_m, geo.tile_k, err) ||
+            encode_map(g, &mb, a->B, a->N, a->K, geo.tile_n, geo.tile_k, err))
+            goto out;
+        params = tma_params;
+    }
+    BT_CU(&g->cu,
+          cuLaunchKernel(k->fn, geo.grid[0], geo.grid[1], geo.grid[2], geo.block[0], geo.block[1],
+                         geo.block[2], (unsigned)geo.smem, stream, params, NULL),
+          err, "launching the kernel");
+    rc = 0;
+out:
+    return rc;
+}
+
+/* ---- problems, reference and checks ---- */
+
+int bt_problem_alloc(bt_gpu *g, long M, long N, long K, const bt_variant *v, bt_problem *p,
+                     bt_err *err)
+{
+    int rc = -1;
+    memset(p, 0, sizeof *p);
+    long ksc = (K + v->block_k - 1) / v->block_k, nsc = (N + v->block_n - 1) / v->block_n;
+    p->args.M = M, p->args.N = N, p->args.K = K;
+    p->a_bytes = (size_t)M * K, p->b_bytes = (size_t)N * K;
+    p->as_bytes = (size_t)M * ksc * 4, p->bs_bytes = (size_t)nsc * ksc * 4;
+    p->c_bytes = (size_t)M * N * bt_out_size(v->out), p->guard_bytes = GUARD_BYTES;
+    BT_CU(&g->cu, cuMemAlloc(&p->args.A, p->a_bytes), err, "allocating A");
+    BT_CU(&g->cu, cuMemAlloc(&p->args.B, p->b_bytes), err, "allocating B");
+    BT_CU(&g->cu, cuMemAlloc(&p->args.As, p->as_bytes), err, "allocating As");
+    BT_CU(&g->cu, cuMemAlloc(&p->args.Bs, p->bs_bytes), err, "allocating Bs");
+    BT_CU(&g->cu, cuMemAlloc(&p->args.C, p->c_bytes + p->guard_bytes), err, "allocating C");
+    rc = 0;
+out:
+    if (rc)
+        bt_problem_free(g, p);
+    return rc;
+}
+
+void bt_problem_free(bt_gpu *g, bt_problem *p)
+{
+    CUdeviceptr *bufs[] = {&p->args.A, &p->args.B, &p->args.As, &p->args.Bs, &p->args.C};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (*bufs[i]) {
+            g->cu.cuMemFree(*bufs[i]);
+            *bufs[i] = 0;
+        }
+}
+
+static int launch1d(bt_gpu *g, CUfunction f, long n, void **params, bt_err *err, const char *what)
+{
+    int rc = -1;
+    long blocks = (n + 255) / 256;
+    if (blocks > 4L * 1024 * (g->info.sm_count ? g->info.sm_count : 132))
+        blocks = 4L * 1024 * (g->info.sm_count ? g->info.sm_count : 132);
+    if (blocks < 1)
+        blocks = 1;
+    BT_CU(&g->cu, cuLaunchKernel(f, (unsigned)blocks, 1, 1, 256, 1, 1, 0, g->stream, params, NULL), err, what);
+    rc = 0;
+out:
+    return rc;
+}
+
+int bt_problem_fill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed,
+                    bt_err *err)
+{
+    int int8 = v->in == BT_IN_INT8;
+    long na = (long)p->a_bytes, nb = (long)p->b_bytes;
+    long nas = (long)(p->as_bytes / 4), nbs = (long)(p->bs_bytes / 4);
+    unsigned long long s[4] = {seed * 4 + 1, seed * 4 + 2, seed * 4 + 3, seed * 4 + 4};
+    /* Realistic magnitudes: activation scales near amax/448 of N(0,1) data, weight scales
+     * smaller; a decade of spread so a mixed-up scale index shows in the error. */
+    float alo = 2e-3f, ahi = 2e-2f, blo = 2e-4f, bhi = 2e-3f;
+    void *pa[] = {&p->args.A, &na, &int8, &s[0]};
+    void *pb[] = {&p->args.B, &nb, &int8, &s[1]};
+    void *pas[] = {&p->args.As, &nas, &alo, &ahi, &s[2]};
+    void *pbs[] = {&p->args.Bs, &nbs, &blo, &bhi, &s[3]};
+    if (launch1d(g, g->fill_codes, na, pa, err, "filling A") ||
+        launch1d(g, g->fill_codes, nb, pb, err, "filling B") ||
+        launch1d(g, g->fill_scales, nas, pas, err, "filling As") ||
+        launch1d(g, g->fill_scales, nbs, pbs, err, "filling Bs"))
+        return -1;
+    return 0;
+}
+
+int bt_problem_poison(bt_gpu *g, bt_problem *p, CUstream stream, bt_err *err)
+{
+    int rc = -1;
+    BT_CU(&g->cu, cuMemsetD8Async(p->args.C, 0xFF, p->c_bytes, stream), err, "poisoning C");
+    BT_CU(&g->cu, cuMemsetD8Async(p->args.C + p->c_bytes, GUARD_PATTERN, p->guard_bytes, stream), err,
+          "filling the guard");
+    rc = 0;
+out:
+    return rc;
+}
+
+int bt_reference(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr ref, bt_err *err)
+{
+    int rc = -1;
+    int M = (int)p->args.M, N = (int)p->args.N, K = (int)p->args.K;
+    int qbn = v->block_n, qbk = v->block_k, int8 = v->in == BT_IN_INT8;
+    void *params[] = {(void *)&p->args.A, (void *)&p->args.B, (void *)&p->args.As, (void *)&p->args.Bs,
+                      &ref, &M, &N, &K, &qbn, &qbk, &int8};
+    BT_CU(&g->cu,
+          cuLaunchKernel(g->ref_gemm, (unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16), 1, 16, 16, 1, 0,
+                         g->stream, params, NULL),
+          err, "launching the reference GEMM");
+    rc = 0;
+out:
+    return rc;
+}
+
+int bt_compare(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr ref, bt_check *out,
+               bt_err *err)
+{
+    int rc = -1;
+    CUdeviceptr scratch = 0;
+    struct {
+        double sums[2];
+        unsigned long long bad[2];
+    } h;
+    memset(&h, 0, sizeof h);
+    BT_CU(&g->cu, cuMemAlloc(&scratch, sizeof h), err, "allocating check counters");
+    BT_CU(&g->cu, cuMemcpyHtoD(scratch, &h, sizeof h), err, "clearing check counters");
+    long n = p->args.M * p->args.N, guard = (long)p->guard_bytes;
+    int outt = (int)v->out, pattern = GUARD_PATTERN;
+    CUdeviceptr sums = scratch, bad = scratch + 16, gbad = scratch + 24, gptr = p->args.C + p->c_bytes;
+    void *pc[] = {(void *)&p->args.C, &ref, &n, &outt, &sums, &bad};
+    void *pg[] = {&gptr, &guard, &pattern, &gbad};
+    if (launch1d(g, g->compare, n, pc, err, "comparing with the reference") ||
+        launch1d(g, g->guard_check, guard, pg, err, "checking the guard"))
+        goto out;
+    BT_CU(&g->cu, cuStreamSynchronize(g->stream), err, "running the check");
+    BT_CU(&g->cu, cuMemcpyDtoH(&h, scratch, sizeof h), err, "reading check counters");
+    out->rel_err = h.sums[1] > 0 ? sqrt(h.sums[0] / h.sums[1]) : (h.sums[0] > 0 ? 1.0 : 0.0);
+    out->nonfinite = h.bad[0];
+    out->guard = h.bad[1];
+    rc = 0;
+out:
+    if (scratch)
+        g->cu.cuMemFree(scratch);
+    return rc;
+}
+
+/* Inputs are exact 8-bit codes and their products are exact in fp32; what remains is fp32
+ * accumulation inside each 128-long K block (on Hopper's FP8 wgmma, with fewer mantissa bits:
+ * relative ~1e-4 at worst) and the output rounding: f16 half-ulp 2^-11 (RMS ~3e-4 relative),
+ * bf16 2^-8 (RMS ~1.5e-3). The bounds leave margin over those while a wrong tile, scale or
+ * block (errors of 1e-2 and up) fails. Measured values are in BENCHMARKS.md. */
+double bt_tolerance(bt_out_type out)
+{
+    switch (out) {
+    case BT_OUT_F32: return 1e-3;
+    case BT_OUT_F16: return 2e-3;
+    default: return 1e-2;
+    }
+}

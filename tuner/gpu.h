@@ -1,0 +1,91 @@
+/* A GPU to run on: device context and target, GEMM kernels loaded from cubins and launched
+ * with a family's geometry, and the support kernels (random inputs, reference, checks). */
+#ifndef BT_GPU_H
+#define BT_GPU_H
+
+#include "cuda.h"
+#include "family.h"
+#include "jit.h"
+#include "util.h"
+
+typedef struct {
+    bt_cuda cu;
+    CUdevice dev;
+    CUcontext ctx;
+    int retained; /* we retained the primary context and release it on close */
+    bt_device_info info;
+    bt_target target;
+    CUstream stream;
+    CUmodule support;
+    CUfunction fill_codes, fill_scales, ref_gemm, compare, guard_check;
+} bt_gpu;
+
+/* Opens the driver and device `ordinal` in its primary context, or (ordinal < 0) the context
+ * current on this thread; derives the target (sm_90a on Hopper, sm_89 on Ada, ...) and opens
+ * the compile cache for it. with_support: also compile and load the support kernels (random
+ * inputs, reference, checks) the tuner and tests use. */
+int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support, bt_jit **jit,
+                bt_err *err);
+void bt_gpu_close(bt_gpu *g);
+
+/* The target NVRTC compiles for on a device of compute capability major.minor. */
+int bt_target_from_device(const bt_device_info *info, bt_target *t, bt_err *err);
+
+typedef struct {
+    CUdeviceptr A, B, As, Bs, C;
+    long M, N, K;
+} bt_gemm_args;
+
+typedef struct {
+    CUmodule mod;
+    CUfunction fn;
+    const bt_family *family;
+    bt_cand cand;
+    bt_variant variant;
+} bt_kernel;
+
+/* Loads a candidate's cubin and raises its dynamic shared-memory limit. */
+int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
+                   const bt_variant *v, bt_kernel *k, bt_err *err);
+void bt_kernel_unload(bt_gpu *g, bt_kernel *k);
+
+/* Checks shapes the kernels cannot take (K not a multiple of 16, sizes over int range). */
+int bt_gemm_check(const bt_gemm_args *a, bt_err *err);
+
+/* Enqueues one GEMM on stream; no allocation, no synchronisation (graph-capturable). */
+int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
+                     bt_err *err);
+
+/* Device buffers of one GEMM problem filled with fresh random quantized data. */
+typedef struct {
+    bt_gemm_args args;
+    size_t a_bytes, b_bytes, as_bytes, bs_bytes, c_bytes, guard_bytes;
+} bt_problem;
+
+int bt_problem_alloc(bt_gpu *g, long M, long N, long K, const bt_variant *v, bt_problem *p,
+                     bt_err *err);
+void bt_problem_free(bt_gpu *g, bt_problem *p);
+/* New random codes and scales from seed (never zeros). */
+int bt_problem_fill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed,
+                    bt_err *err);
+/* Fills C with 0xFF (NaN in every output type) and the guard after it with a pattern. */
+int bt_problem_poison(bt_gpu *g, bt_problem *p, CUstream stream, bt_err *err);
+
+/* The reference result (float32 of a float64 sum) into a caller's buffer of M*N floats. */
+int bt_reference(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr ref,
+                 bt_err *err);
+
+typedef struct {
+    double rel_err;            /* ||C - R||_F / ||R||_F over finite elements */
+    unsigned long long nonfinite; /* unwritten (still poisoned) or NaN/Inf outputs */
+    unsigned long long guard;  /* bytes written past the end of C */
+} bt_check;
+
+/* Compares the problem's C with ref; synchronizes. */
+int bt_compare(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr ref,
+               bt_check *out, bt_err *err);
+
+/* Relative Frobenius error a correct kernel stays under for an output type (see gpu.c). */
+double bt_tolerance(bt_out_type out);
+
+#endif

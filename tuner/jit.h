@@ -1,0 +1,67 @@
+/* NVRTC: instantiates a family's template for one candidate, compiles it to a cubin for the
+ * target architecture, and keeps cubins in an on-disk cache keyed by everything that changes
+ * the binary (template sources, options, NVRTC version, architecture). */
+#ifndef BT_JIT_H
+#define BT_JIT_H
+
+#include "family.h"
+#include "util.h"
+
+typedef struct bt_jit bt_jit;
+
+typedef enum { BT_JIT_PENDING = 0, BT_JIT_CACHED, BT_JIT_COMPILED, BT_JIT_FAILED } bt_jit_status;
+
+typedef struct {
+    /* in */
+    const char *name; /* for messages, e.g. the candidate in readable form */
+    const char *source; /* full CUDA source; may #include any embedded template by name */
+    /* out */
+    bt_jit_status status;
+    char key[65];        /* cache key (sha256 hex) */
+    char path[4096];     /* cubin in the cache */
+    char *log;           /* NVRTC log on failure (freed by bt_jit_job_clear) */
+    int regs;            /* registers per thread (read from the cubin), -1 if unknown */
+    int spill_bytes;     /* spill stores + loads from ptxas's report; 0 for a kernel with no
+                          * stack frame; -1 if unknown (NVRTC does not always pass it on) */
+    double seconds;      /* compile time (0 when cached) */
+} bt_jit_job;
+
+/* The source that instantiates a family's template for one candidate (caller frees; NULL if
+ * the family cannot format the candidate's #defines): those #defines, then `extra` (test
+ * hooks; may be NULL), then #include of the entry. */
+char *bt_jit_source(const bt_family *f, const bt_cand *c, const bt_variant *v, const char *extra);
+
+/* The cache directory when none is given (caller frees): $XDG_CACHE_HOME/blocktune, else
+ * $HOME/.cache/blocktune, else ./.blocktune-cache. */
+char *bt_jit_default_cache_dir(void);
+
+/* Opens (creating) the cache directory for target arch. */
+int bt_jit_open(const char *cache_dir, const bt_target *target, bt_jit **out, bt_err *err);
+void bt_jit_close(bt_jit *j);
+
+/* Compiles all jobs with up to threads workers (threads <= 0: one per online CPU); each job
+ * ends CACHED, COMPILED or FAILED. Jobs start zeroed apart from name and source; a job's
+ * outputs from an earlier run are released and reset. Jobs with identical sources compile
+ * once (the others end CACHED). progress (may be NULL) is called from the calling thread as
+ * jobs finish. Returns 0 unless the cache itself is unusable; per-job failures are in the
+ * jobs. */
+int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
+               void (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err);
+
+/* Reads a job's cubin (caller frees). */
+int bt_jit_read_cubin(const bt_jit_job *job, void **data, size_t *len, bt_err *err);
+
+void bt_jit_job_clear(bt_jit_job *job);
+
+/* "13.0" */
+const char *bt_jit_nvrtc_version(void);
+
+/* The template sources compiled into the binary (name and text). */
+typedef struct {
+    const char *name;
+    const char *text;
+} bt_template_file;
+extern const bt_template_file bt_templates[];
+extern const int bt_ntemplates;
+
+#endif

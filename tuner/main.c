@@ -1,0 +1,48 @@
+/* tune: the blocktune command. Parses flags, then either serves as the GPU worker (hidden
+ * --worker) or runs the tuning; usage errors exit 2, failures 1, Ctrl-C 130. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tune.h"
+#include "worker.h"
+
+/* The one piece of process-wide state: Ctrl-C asks the run to stop after the candidate in
+ * flight, so the journal and the finished batch sizes are written. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (stop_requested) /* a second Ctrl-C: stop now */
+        signal(SIGINT, SIG_DFL);
+    stop_requested = 1;
+}
+
+int main(int argc, char **argv)
+{
+    bt_options o;
+    bt_err err = {{0}};
+    int r = bt_cli_parse(argc, argv, &o, stdout, &err);
+    if (r < 0) {
+        fprintf(stderr, "tune: %s\n", err.msg);
+        return BT_EXIT_USAGE;
+    }
+    if (r > 0)
+        return BT_EXIT_OK;
+    if (o.worker) {
+        int code = bt_worker_main(o.device, o.cache_dir);
+        bt_options_free(&o);
+        return code;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    int code = bt_tune(&o, &stop_requested, &err);
+    if (code != BT_EXIT_OK)
+        fprintf(stderr, "tune: %s\n", err.msg);
+    bt_options_free(&o);
+    return code;
+}

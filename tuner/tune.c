@@ -1,0 +1,724 @@
+#include "tune.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "configio.h"
+#include "cuda.h"
+#include "family.h"
+#include "gpu.h"
+#include "jit.h"
+#include "journal.h"
+#include "progress.h"
+#include "searchspace.h"
+#include "shapes.h"
+#include "worker.h"
+
+#define PRUNE_FACTOR 1.5 /* a candidate this much slower than the best so far is not timed further */
+
+typedef struct {
+    bt_cand cand;
+    bt_jit_job job;
+    char *source;
+} compiled;
+
+typedef struct {
+    const bt_options *o;
+    volatile sig_atomic_t *stop;
+    const bt_family *fam;
+    bt_space space;
+    char space_path[4096];
+    bt_variant variant;
+    bt_shape *shapes;
+    int nshapes;
+    const long *batch;
+    int nbatch;
+    bt_target target;
+    int have_device;
+    bt_device_info dev;
+    size_t ncands_total;
+    size_t rejected[BT_REJ_COUNT];
+    compiled *cands; /* survivors, then the runtime default config (last) */
+    size_t ncands;
+    size_t ndefault; /* index of the default config in cands */
+    size_t compiled_now, cached, failed;
+    double compile_s;
+    bt_jit *jit;
+    bt_progress *prog;
+} run;
+
+/* ---------------- setup ---------------- */
+
+static int file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+/* Default spaces are found beside the working directory or the executable. */
+static int resolve_space(run *r, bt_err *err)
+{
+    const char *given = r->o->space_path;
+    char def[64];
+    snprintf(def, sizeof def, "search_spaces/%s.yaml",
+             strcmp(r->o->family, "native") == 0 ? "native" : "default");
+    const char *want = given ? given : def;
+    if (given || file_exists(want)) {
+        snprintf(r->space_path, sizeof r->space_path, "%s", want);
+        return 0;
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        if (bt_sprintf(r->space_path, sizeof r->space_path, "%s/../%s", exe, want) == 0 &&
+            file_exists(r->space_path))
+            return 0;
+    }
+    return bt_fail(err, "--space: default search space %s not found (pass --space FILE)", want);
+}
+
+static int setup_shapes(run *r, bt_err *err)
+{
+    const bt_options *o = r->o;
+    if (o->N > 0) {
+        r->shapes = bt_xcalloc(1, sizeof *r->shapes);
+        r->shapes[0].N = o->N, r->shapes[0].K = o->K;
+        snprintf(r->shapes[0].label, sizeof r->shapes[0].label, "--N/--K");
+        r->nshapes = 1;
+        return 0;
+    }
+    if (o->model) {
+        char *why = NULL;
+        if (bt_shapes_from_model(o->model, o->tp, &r->shapes, &r->nshapes, &why, err))
+            return -1;
+        printf("Shapes of %s at tp=%d:\n%s\n", o->model, o->tp, why);
+        free(why);
+        return 0;
+    }
+    return bt_shapes_deepseek_v3(o->tp, &r->shapes, &r->nshapes, err);
+}
+
+/* The target comes from --arch or the device; without a driver only --dry-run --arch works. */
+static int setup_target(run *r, bt_err *err)
+{
+    const bt_options *o = r->o;
+    bt_cuda cu;
+    bt_err derr = {{0}};
+    int have = bt_cuda_open(&cu, &derr) == 0;
+    if (have) {
+        if (bt_cuda_device_info(&cu, o->device, &r->dev, &derr) == 0)
+            r->have_device = 1;
+        bt_cuda_close(&cu);
+    }
+    if (o->arch) {
+        if (bt_target_from_arch(o->arch, &r->target))
+            return bt_fail(err, "--arch: unknown architecture '%s'", o->arch);
+        if (!o->dry_run) {
+            if (!r->have_device)
+                return bt_fail(err, "%s (tuning needs a GPU; --dry-run --arch %s compiles without one)",
+                               derr.msg, o->arch);
+            bt_target dt;
+            if (bt_target_from_device(&r->dev, &dt, err))
+                return -1;
+            if (strcmp(dt.arch, r->target.arch) != 0)
+                return bt_fail(err, "--arch %s does not match device %d (%s, %s)", o->arch, o->device,
+                               r->dev.name, dt.arch);
+            r->target = dt;
+        }
+        return 0;
+    }
+    if (!r->have_device)
+        return bt_fail(err, "%s (pass --dry-run --arch sm_90a to compile without a GPU)", derr.msg);
+    return bt_target_from_device(&r->dev, &r->target, err);
+}
+
+static void jit_progress(void *ud, size_t done, size_t total)
+{
+    run *r = ud;
+    bt_progress_update(r->prog, 0, (long)done, (long)total);
+}
+
+/* Enumerates, rejects what the target cannot run (counting reasons), adds the runtime default
+ * config, and compiles everything through the cache. */
+static int prepare_candidates(run *r, bt_err *err)
+{
+    bt_cand *all = NULL;
+    size_t n = 0;
+    if (bt_space_enumerate(&r->space, r->variant.block_n, r->variant.block_k, &all, &n, err))
+        return -1;
+    r->ncands_total = n;
+    r->cands = bt_xcalloc(n + 1, sizeof *r->cands);
+    bt_cand def;
+    r->fam->fallback(0, 0, 0, &r->target, &def);
+    int def_in_space = 0;
+    for (size_t i = 0; i < n; i++) {
+        bt_reject why = r->fam->check(&all[i], &r->variant, &r->target, NULL, 0);
+        r->rejected[why]++;
+        if (why != BT_REJ_NONE)
+            continue;
+        r->cands[r->ncands++].cand = all[i];
+        if (memcmp(&all[i], &def, sizeof def) == 0)
+            def_in_space = 1;
+    }
+    free(all);
+    /* The default is always measured, for the speedup the config file buys; it is also a
+     * candidate only if the space contains it. */
+    r->ndefault = r->ncands;
+    r->cands[r->ncands++].cand = def;
+    (void)def_in_space;
+
+    size_t nc = r->ncands;
+    bt_jit_job *jobs = bt_xcalloc(nc, sizeof *jobs);
+    for (size_t i = 0; i < nc; i++) {
+        char extra[128] = "";
+        if ((long)i == r->o->inject_fault)
+            snprintf(extra, sizeof extra, "#define BT_TEST_FAULT 1\n");
+        if ((long)i == r->o->inject_hang)
+            snprintf(extra, sizeof extra, "#define BT_TEST_HANG 1\n");
+        r->cands[i].source = bt_jit_source(r->fam, &r->cands[i].cand, &r->variant, extra[0] ? extra : NULL);
+        jobs[i].name = "candidate";
+        jobs[i].source = r->cands[i].source;
+    }
+    bt_progress_stage(r->prog, "compiling", r->target.arch);
+    double t0 = bt_now();
+    int rc = bt_jit_run(r->jit, jobs, nc, r->o->jobs, jit_progress, r, err);
+    r->compile_s = bt_now() - t0;
+    for (size_t i = 0; i < nc; i++) {
+        r->cands[i].job = jobs[i];
+        if (jobs[i].status == BT_JIT_CACHED)
+            r->cached++;
+        else if (jobs[i].status == BT_JIT_COMPILED)
+            r->compiled_now++;
+        else if (jobs[i].status == BT_JIT_FAILED) {
+            char desc[256];
+            r->failed++;
+            bt_cand_format(r->fam, &r->cands[i].cand, desc, sizeof desc);
+            const char *log = jobs[i].log ? jobs[i].log : "";
+            bt_progress_note(r->prog, "compile failed, skipped: %s: %.400s", desc, log);
+        }
+    }
+    free(jobs);
+    return rc;
+}
+
+static void print_dry_table(run *r)
+{
+    printf("\n%s family, %s -> %s, block [%d, %d], target %s (opt-in shared memory %ld bytes)\n",
+           r->fam->name, bt_in_name(r->variant.in), bt_out_name(r->variant.out), r->variant.block_n,
+           r->variant.block_k, r->target.arch, r->target.smem_optin);
+    printf("search space %s (%s): %zu candidates x %d batch sizes\n", r->space_path, r->space.name,
+           r->ncands_total, r->nbatch);
+    printf("%-28s %6s %10s %10s %10s %10s %9s %8s %7s %7s\n", "shape (N, K)", "cands", "rej:smem",
+           "rej:regs", "rej:shape", "rej:arch", "runnable", "compiled", "cached", "failed");
+    size_t runnable = r->ncands - 1;
+    for (int s = 0; s < r->nshapes; s++) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "(%ld, %ld)", r->shapes[s].N, r->shapes[s].K);
+        /* Kernels take N, K and M at run time: one compilation serves every shape. */
+        printf("%-28s %6zu %10zu %10zu %10zu %10zu %9zu %8zu %7zu %7zu\n", shape, r->ncands_total,
+               r->rejected[BT_REJ_SMEM], r->rejected[BT_REJ_REGS], r->rejected[BT_REJ_SHAPE],
+               r->rejected[BT_REJ_ARCH], runnable, s == 0 ? r->compiled_now : 0,
+               s == 0 ? r->cached : r->cached + r->compiled_now, r->failed);
+    }
+    printf("(kernels take M, N and K at run time, so one compilation serves every shape; the runtime's "
+           "default config is compiled too)\n");
+    printf("compiled %zu, cached %zu, failed %zu in %.1f s\n", r->compiled_now, r->cached, r->failed,
+           r->compile_s);
+}
+
+/* ---------------- measuring one shape ---------------- */
+
+typedef struct {
+    int done;        /* every candidate measured for this M */
+    long best;       /* index into cands, -1 when none passed */
+    double best_us, default_us, best_err;
+    int ok, wrong, failed, pruned;
+} batch_result;
+
+static double flops(long M, long N, long K) { return 2.0 * M * N * K; }
+
+static double bytes(const run *r, long M, long N, long K)
+{
+    long ksc = (K + r->variant.block_k - 1) / r->variant.block_k;
+    long nsc = (N + r->variant.block_n - 1) / r->variant.block_n;
+    return (double)M * K + (double)N * K + 4.0 * (M * ksc + nsc * ksc) + (double)M * N * bt_out_size(r->variant.out);
+}
+
+static void cand_csv(const run *r, const bt_cand *c, char *buf, size_t n)
+{
+    size_t used = 0;
+    for (int i = 0; i < r->fam->nparams && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", c->v[i]);
+}
+
+typedef struct {
+    bt_worker *w;
+    char problem[256];
+    char exe[4096];
+} worker_ctl;
+
+static int worker_up(run *r, worker_ctl *wc, bt_err *err)
+{
+    if (wc->w)
+        return 0;
+    if (bt_worker_start(&wc->w, wc->exe, r->o->device, r->o->cache_dir, err))
+        return -1;
+    if (!wc->problem[0])
+        return 0;
+    char reply[2048];
+    bt_worker_status st = bt_worker_call(wc->w, wc->problem, reply, sizeof reply, 10 * r->o->timeout_s, err);
+    if (st != BT_WORKER_OK || strncmp(reply, "ok", 2) != 0) {
+        if (st == BT_WORKER_OK)
+            bt_fail(err, "setting up the problem on the GPU: %s", reply + (strncmp(reply, "error ", 6) ? 0 : 6));
+        bt_worker_stop(wc->w);
+        wc->w = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Verifies and times candidate i at the current problem; fills res. */
+static void measure(run *r, worker_ctl *wc, size_t i, long M, double prune_us, bt_result *res)
+{
+    bt_err err = {{0}};
+    char vals[128], req[8192], reply[2048];
+    memset(res, 0, sizeof *res);
+    res->M = M;
+    res->cand = r->cands[i].cand;
+    res->is_default = i == r->ndefault;
+    res->us = NAN, res->rel_err = NAN;
+    if (r->cands[i].job.status == BT_JIT_FAILED) {
+        res->status = BT_RES_COMPILE;
+        snprintf(res->note, sizeof res->note, "NVRTC failed");
+        return;
+    }
+    if (worker_up(r, wc, &err)) {
+        res->status = BT_RES_LAUNCH;
+        snprintf(res->note, sizeof res->note, "%.150s", err.msg);
+        return;
+    }
+    cand_csv(r, &r->cands[i].cand, vals, sizeof vals);
+    snprintf(req, sizeof req, "run %s %s %s %.3f\n", r->fam->name, r->cands[i].job.path, vals, prune_us);
+    bt_worker_status st = bt_worker_call(wc->w, req, reply, sizeof reply, r->o->timeout_s, &err);
+    if (st == BT_WORKER_TIMEOUT || st == BT_WORKER_DIED || st == BT_WORKER_ERROR) {
+        res->status = st == BT_WORKER_TIMEOUT ? BT_RES_TIMEOUT : BT_RES_FAULT;
+        snprintf(res->note, sizeof res->note, "%.150s", err.msg);
+        bt_worker_stop(wc->w);
+        wc->w = NULL;
+        return;
+    }
+    double a = NAN, b = NAN, c = NAN;
+    unsigned long long nf = 0, gd = 0;
+    if (sscanf(reply, "ok %lf %lf %lf", &a, &b, &c) == 3) {
+        res->status = BT_RES_OK, res->us = a, res->rel_err = b;
+    } else if (sscanf(reply, "pruned %lf %lf", &a, &b) == 2) {
+        res->status = BT_RES_OK, res->us = a, res->rel_err = b;
+        snprintf(res->note, sizeof res->note, "pruned: over %.1fx the best, timed once", PRUNE_FACTOR);
+    } else if (sscanf(reply, "wrong %lf %llu %llu", &a, &nf, &gd) == 3) {
+        res->status = BT_RES_WRONG, res->rel_err = a;
+        snprintf(res->note, sizeof res->note, "rel_err %.3g (tolerance %.0e), %llu unwritten/non-finite, %llu guard bytes",
+                 a, bt_tolerance(r->variant.out), nf, gd);
+    } else if (strncmp(reply, "fault ", 6) == 0) {
+        res->status = BT_RES_FAULT;
+        snprintf(res->note, sizeof res->note, "%.150s", reply + 6);
+        bt_worker_stop(wc->w); /* it exits after a fault; reap it */
+        wc->w = NULL;
+    } else {
+        res->status = BT_RES_LAUNCH;
+        snprintf(res->note, sizeof res->note, "%.150s", strncmp(reply, "launch ", 7) == 0 ? reply + 7 : reply);
+    }
+}
+
+static void account(batch_result *b, const bt_result *res, size_t i, const run *r)
+{
+    if (res->is_default) {
+        if (res->status == BT_RES_OK && !strstr(res->note, "pruned"))
+            b->default_us = res->us;
+        if (i == r->ndefault)
+            return;
+    }
+    if (res->status == BT_RES_OK) {
+        if (strstr(res->note, "pruned"))
+            b->pruned++;
+        else
+            b->ok++;
+        if (!strstr(res->note, "pruned") && (b->best < 0 || res->us < b->best_us))
+            b->best = (long)i, b->best_us = res->us, b->best_err = res->rel_err;
+    } else if (res->status == BT_RES_WRONG) {
+        b->wrong++;
+    } else {
+        b->failed++;
+    }
+}
+
+static void print_summary(run *r, const bt_shape *s, const batch_result *br)
+{
+    long N = s->N, K = s->K;
+    printf("\nN=%ld K=%ld %s -> %s on %s (%s), %s family\n", N, K, bt_in_name(r->variant.in),
+           bt_out_name(r->variant.out), r->dev.name, r->target.arch, r->fam->name);
+    printf("%6s  %-34s %9s %8s %8s %11s %8s  %s\n", "M", "best config", "time us", "TFLOPS", "GB/s",
+           "default us", "speedup", "ok/pruned/wrong/failed");
+    for (int b = 0; b < r->nbatch; b++) {
+        long M = r->batch[b];
+        const batch_result *x = &br[b];
+        char desc[128] = "-";
+        if (x->best >= 0)
+            cand_csv(r, &r->cands[x->best].cand, desc, sizeof desc);
+        double us = x->best_us;
+        char spd[16] = "-", def[16] = "-";
+        if (x->default_us > 0) {
+            snprintf(def, sizeof def, "%.2f", x->default_us);
+            if (x->best >= 0)
+                snprintf(spd, sizeof spd, "%.2fx", x->default_us / us);
+        }
+        if (x->best >= 0)
+            printf("%6ld  %-34s %9.2f %8.1f %8.0f %11s %8s  %d/%d/%d/%d%s\n", M, desc, us,
+                   flops(M, N, K) / us * 1e-6, bytes(r, M, N, K) / us * 1e-3, def, spd, x->ok, x->pruned,
+                   x->wrong, x->failed, x->done ? "" : " (unfinished)");
+        else
+            printf("%6ld  %-34s %9s %8s %8s %11s %8s  %d/%d/%d/%d%s\n", M, "no verified candidate", "-", "-",
+                   "-", def, spd, x->ok, x->pruned, x->wrong, x->failed, x->done ? "" : " (unfinished)");
+    }
+}
+
+static void iso_date(char *buf, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Appends this run to the provenance sidecar (never into the config itself). */
+static int write_provenance(run *r, const char *config_path, const bt_shape *s, const batch_result *br,
+                            double measure_s, bt_err *err)
+{
+    char path[4096], date[64];
+    int rc = -1;
+    if (bt_sidecar_path(path, sizeof path, config_path))
+        return bt_fail(err, "%s: path too long", config_path);
+    cJSON *root = NULL, *runs;
+    char *old = NULL;
+    if (file_exists(path) && bt_read_file(path, &old, NULL, NULL) == 0)
+        root = cJSON_Parse(old);
+    free(old);
+    if (!root || !cJSON_IsObject(root) || !cJSON_IsArray(cJSON_GetObjectItem(root, "runs"))) {
+        cJSON_Delete(root);
+        root = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, "runs", cJSON_CreateArray());
+    }
+    runs = cJSON_GetObjectItem(root, "runs");
+    cJSON *run_o = cJSON_CreateObject();
+    iso_date(date, sizeof date);
+    cJSON_AddStringToObject(run_o, "tool", "blocktune " BT_VERSION);
+    cJSON_AddStringToObject(run_o, "date", date);
+    cJSON_AddStringToObject(run_o, "device", r->dev.name);
+    cJSON_AddNumberToObject(run_o, "driver_version", r->dev.driver_version);
+    cJSON_AddStringToObject(run_o, "arch", r->target.arch);
+    cJSON_AddStringToObject(run_o, "nvrtc", bt_jit_nvrtc_version());
+    cJSON_AddStringToObject(run_o, "family", r->fam->name);
+    cJSON_AddNumberToObject(run_o, "N", (double)s->N);
+    cJSON_AddNumberToObject(run_o, "K", (double)s->K);
+    cJSON_AddStringToObject(run_o, "input_type", bt_in_name(r->variant.in));
+    cJSON_AddStringToObject(run_o, "out_dtype", bt_out_name(r->variant.out));
+    cJSON_AddStringToObject(run_o, "search_space", r->space_path);
+    char digest[65];
+    bt_space_digest(&r->space, digest);
+    cJSON_AddStringToObject(run_o, "search_space_digest", digest);
+    cJSON_AddNumberToObject(run_o, "candidates", (double)r->ncands_total);
+    cJSON_AddNumberToObject(run_o, "runnable", (double)(r->ncands - 1));
+    cJSON_AddStringToObject(run_o, "timing_method", bt_bench_method());
+    cJSON_AddNumberToObject(run_o, "compile_seconds", round(r->compile_s * 10) / 10);
+    cJSON_AddNumberToObject(run_o, "measure_seconds", round(measure_s * 10) / 10);
+    cJSON *res = cJSON_AddObjectToObject(run_o, "results");
+    for (int b = 0; b < r->nbatch; b++) {
+        if (!br[b].done || br[b].best < 0)
+            continue;
+        long M = r->batch[b];
+        char key[32], vals[128];
+        snprintf(key, sizeof key, "%ld", M);
+        cJSON *e = cJSON_AddObjectToObject(res, key);
+        cand_csv(r, &r->cands[br[b].best].cand, vals, sizeof vals);
+        cJSON_AddStringToObject(e, "config", vals);
+        cJSON_AddNumberToObject(e, "us", round(br[b].best_us * 1000) / 1000);
+        cJSON_AddNumberToObject(e, "tflops", round(flops(M, s->N, s->K) / br[b].best_us * 1e-3) / 1e3);
+        cJSON_AddNumberToObject(e, "gbps", round(bytes(r, M, s->N, s->K) / br[b].best_us * 1e-3));
+        cJSON_AddNumberToObject(e, "rel_err", br[b].best_err);
+        if (br[b].default_us > 0) {
+            cJSON_AddNumberToObject(e, "default_us", round(br[b].default_us * 1000) / 1000);
+            cJSON_AddNumberToObject(e, "speedup", round(br[b].default_us / br[b].best_us * 1000) / 1000);
+        }
+        cJSON_AddNumberToObject(e, "verified", br[b].ok + br[b].pruned);
+        cJSON_AddNumberToObject(e, "wrong", br[b].wrong);
+        cJSON_AddNumberToObject(e, "failed", br[b].failed);
+    }
+    cJSON_AddItemToArray(runs, run_o);
+    char *text = cJSON_Print(root);
+    if (!text) {
+        bt_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t len = strlen(text);
+    char *withnl = bt_xmalloc(len + 2);
+    memcpy(withnl, text, len);
+    withnl[len] = '\n', withnl[len + 1] = '\0';
+    rc = bt_write_file_atomic(path, withnl, len + 1, err);
+    free(withnl);
+    free(text);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Writes the config for the batch sizes finished so far (merging into an existing file). */
+static int write_config(run *r, const char *path, const batch_result *br, bt_err *err)
+{
+    bt_config c = {0};
+    for (int b = 0; b < r->nbatch; b++)
+        if (br[b].done && br[b].best >= 0)
+            bt_config_set(&c, r->batch[b], &r->cands[br[b].best].cand);
+    int rc = 0;
+    if (c.n > 0)
+        rc = bt_config_merge_write(path, r->fam, &c, err);
+    bt_config_free(&c);
+    return rc;
+}
+
+static unsigned long long seed_for(long N, long K, long M)
+{
+    unsigned long long x = (unsigned long long)time(NULL) * 0x9e3779b97f4a7c15ull;
+    x ^= (unsigned long long)N * 0xbf58476d1ce4e5b9ull + (unsigned long long)K * 0x94d049bb133111ebull + (unsigned long long)M;
+    return x & 0x7fffffffffffffffull;
+}
+
+static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_cand *c, int is_default)
+{
+    for (size_t i = 0; i < nprior; i++)
+        if (prior[i].M == M && prior[i].is_default == is_default && memcmp(&prior[i].cand, c, sizeof *c) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err)
+{
+    const bt_shape *s = &r->shapes[si];
+    char name[1024], path[4200], jpath[4300];
+    int rc = -1;
+    bt_journal *j = NULL;
+    bt_result *prior = NULL;
+    size_t nprior = 0;
+    batch_result *br = bt_xcalloc((size_t)r->nbatch, sizeof *br);
+    double t0 = bt_now();
+    if (bt_config_filename(name, sizeof name, r->fam, s->N, s->K, r->dev.name, r->variant.in,
+                           r->variant.block_n, r->variant.block_k, r->o->format) ||
+        bt_sprintf(path, sizeof path, "%s/%s", r->o->out_dir, name) ||
+        bt_sprintf(jpath, sizeof jpath, "%s.journal", path)) {
+        bt_fail(err, "--out-dir: path too long");
+        goto out;
+    }
+    bt_journal_header h = {0};
+    snprintf(h.device, sizeof h.device, "%s", r->dev.name);
+    snprintf(h.family, sizeof h.family, "%s", r->fam->name);
+    h.N = s->N, h.K = s->K;
+    snprintf(h.in, sizeof h.in, "%s", bt_in_name(r->variant.in));
+    snprintf(h.out, sizeof h.out, "%s", bt_out_name(r->variant.out));
+    h.block_n = r->variant.block_n, h.block_k = r->variant.block_k;
+    snprintf(h.arch, sizeof h.arch, "%s", r->target.arch);
+    bt_space_digest(&r->space, h.space_digest);
+    if (bt_journal_open(jpath, &h, r->o->resume, &j, &prior, &nprior, r->fam, err))
+        goto out;
+    if (nprior)
+        bt_progress_note(r->prog, "resuming %s: %zu results from the journal", name, nprior);
+
+    int interrupted = 0;
+    for (int b = 0; b < r->nbatch && !interrupted; b++) {
+        long M = r->batch[b];
+        char what[96], sub[64];
+        snprintf(what, sizeof what, "N=%ld K=%ld %d/%d", s->N, s->K, si + 1, r->nshapes);
+        snprintf(sub, sizeof sub, "M=%ld (%d/%d)", M, b + 1, r->nbatch);
+        bt_progress_stage(r->prog, what, sub);
+        br[b].best = -1;
+        snprintf(wc->problem, sizeof wc->problem, "problem %ld %ld %ld %s %s %d %d %llu\n", M, s->N, s->K,
+                 bt_in_name(r->variant.in), bt_out_name(r->variant.out), r->variant.block_n,
+                 r->variant.block_k, seed_for(s->N, s->K, M));
+        int problem_sent = 0;
+        /* The default first: a baseline for pruning, and the speedup the config buys. */
+        for (size_t k = 0; k < r->ncands; k++) {
+            size_t i = k == 0 ? r->ndefault : k - 1;
+            if (*r->stop) {
+                interrupted = 1;
+                break;
+            }
+            bt_result res;
+            int pi = find_prior(prior, nprior, M, &r->cands[i].cand, i == r->ndefault);
+            if (pi >= 0) {
+                res = prior[pi];
+            } else {
+                if (!problem_sent) {
+                    /* A new problem (fresh random inputs and reference) for this M. */
+                    char reply[2048];
+                    if (wc->w) {
+                        bt_worker_status st = bt_worker_call(wc->w, wc->problem, reply, sizeof reply,
+                                                             10 * r->o->timeout_s, err);
+                        if (st != BT_WORKER_OK || strncmp(reply, "ok", 2) != 0) {
+                            if (st == BT_WORKER_OK)
+                                bt_fail(err, "setting up M=%ld N=%ld K=%ld on the GPU: %s", M, s->N, s->K, reply);
+                            goto out;
+                        }
+                    } else if (worker_up(r, wc, err)) {
+                        goto out;
+                    }
+                    problem_sent = 1;
+                }
+                double prune = br[b].best >= 0 ? PRUNE_FACTOR * br[b].best_us : 0;
+                measure(r, wc, i, M, prune, &res);
+                if (bt_journal_append(j, &res, err))
+                    goto out;
+                if (res.status != BT_RES_OK && res.status != BT_RES_COMPILE) {
+                    char desc[256];
+                    bt_cand_format(r->fam, &res.cand, desc, sizeof desc);
+                    bt_progress_note(r->prog, "M=%ld %s: %s, skipped (%s)", M, desc, bt_res_name(res.status),
+                                     res.note);
+                }
+            }
+            account(&br[b], &res, i, r);
+            *units += 1;
+            bt_progress_update(r->prog, *units, (long)k + 1, (long)r->ncands);
+        }
+        if (!interrupted)
+            br[b].done = 1;
+    }
+    double measure_s = bt_now() - t0;
+    bt_progress_free(r->prog);
+    r->prog = bt_progress_new(stderr, -1, r->o->quiet, 0);
+    print_summary(r, s, br);
+    if (write_config(r, path, br, err) || write_provenance(r, path, s, br, measure_s, err))
+        goto out;
+    int any = 0;
+    for (int b = 0; b < r->nbatch; b++)
+        any |= br[b].done && br[b].best >= 0;
+    if (any)
+        printf("wrote %s (%.0f s measuring)\n", path, measure_s);
+    if (interrupted) {
+        bt_journal_close(j, 0);
+        j = NULL;
+        printf("interrupted: finished batch sizes written; the journal %s resumes the rest (--resume)\n", jpath);
+        rc = 1;
+        goto out;
+    }
+    bt_journal_close(j, 1);
+    j = NULL;
+    rc = 0;
+out:
+    if (j)
+        bt_journal_close(j, 0);
+    free(prior);
+    free(br);
+    return rc;
+}
+
+/* ---------------- entry ---------------- */
+
+static void free_run(run *r)
+{
+    for (size_t i = 0; i < r->ncands; i++) {
+        bt_jit_job_clear(&r->cands[i].job);
+        free(r->cands[i].source);
+    }
+    free(r->cands);
+    free(r->shapes);
+    bt_space_free(&r->space);
+    bt_jit_close(r->jit);
+    bt_progress_free(r->prog);
+}
+
+int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
+{
+    run r;
+    int code = BT_EXIT_USAGE;
+    memset(&r, 0, sizeof r);
+    r.o = o, r.stop = stop;
+    r.variant = (bt_variant){o->in, o->out, o->block_n, o->block_k};
+    if (!(r.fam = bt_family_find(o->family))) {
+        bt_fail(err, "--family: unknown family '%s'", o->family);
+        goto out;
+    }
+    if (resolve_space(&r, err) || bt_space_load(r.space_path, &r.space, err))
+        goto out;
+    if (r.space.family != r.fam) {
+        bt_fail(err, "%s is a search space for the %s family; pass --family %s", r.space_path,
+                r.space.family->name, r.space.family->name);
+        goto out;
+    }
+    r.batch = o->batch ? o->batch : r.space.batch;
+    r.nbatch = o->batch ? o->nbatch : r.space.nbatch;
+    if (setup_shapes(&r, err))
+        goto out;
+    if (!o->dry_run && bt_check_writable_dir(o->out_dir, err)) {
+        bt_wrap(err, "--out-dir");
+        goto out;
+    }
+    code = BT_EXIT_FAIL;
+    if (setup_target(&r, err))
+        goto out;
+    if (bt_jit_open(o->cache_dir, &r.target, &r.jit, err)) {
+        bt_wrap(err, "--cache-dir");
+        goto out;
+    }
+    r.prog = bt_progress_new(stderr, -1, o->quiet, 0);
+    if (prepare_candidates(&r, err)) {
+        code = BT_EXIT_USAGE; /* an empty space or a bad BLOCK_SIZE_K is the file's fault */
+        goto out;
+    }
+    bt_progress_free(r.prog);
+    r.prog = NULL;
+    if (o->dry_run) {
+        print_dry_table(&r);
+        code = r.failed ? BT_EXIT_FAIL : BT_EXIT_OK;
+        if (r.failed)
+            bt_fail(err, "%zu candidates failed to compile", r.failed);
+        goto out;
+    }
+    printf("tuning %d shape(s) x %d batch sizes x %zu candidates (+ the default config) on %s (%s); "
+           "compile %.1f s (%zu compiled, %zu cached, %zu failed)\n",
+           r.nshapes, r.nbatch, r.ncands - 1, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
+           r.cached, r.failed);
+    worker_ctl wc = {0};
+    ssize_t n = readlink("/proc/self/exe", wc.exe, sizeof wc.exe - 1);
+    if (n <= 0) {
+        bt_fail(err, "cannot find this executable to start the GPU worker");
+        goto out;
+    }
+    wc.exe[n] = '\0';
+    double units = 0;
+    r.prog = bt_progress_new(stderr, -1, o->quiet, (double)r.nshapes * r.nbatch * r.ncands);
+    int failed_shapes = 0;
+    for (int s = 0; s < r.nshapes; s++) {
+        bt_err serr = {{0}};
+        int rc = tune_shape(&r, s, &wc, &units, &serr);
+        if (*stop) {
+            code = BT_EXIT_INTERRUPTED;
+            bt_fail(err, "interrupted");
+            break;
+        }
+        if (rc) {
+            failed_shapes++;
+            fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r.shapes[s].N, r.shapes[s].K, serr.msg);
+        }
+    }
+    bt_worker_stop(wc.w);
+    if (code != BT_EXIT_INTERRUPTED) {
+        code = failed_shapes ? BT_EXIT_FAIL : BT_EXIT_OK;
+        if (failed_shapes)
+            bt_fail(err, "%d of %d shapes failed", failed_shapes, r.nshapes);
+    }
+out:
+    free_run(&r);
+    return code;
+}
