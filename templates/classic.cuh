@@ -287,8 +287,8 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
     *(volatile int *)(~0ull - 63) = 1;
 #endif
 #ifdef BT_TEST_HANG // planted by the tuner's robustness tests: a kernel that never returns
-    for (volatile int spin = 1; spin;)
-        ;
+    for (;;)
+        __nanosleep(1000); // an asm side effect: the compiler may not drop the loop
 #endif
     extern __shared__ u8 dyn[];
     // Operand tiles start on a whole swizzle pattern: align the dynamic base up to 1 KiB.

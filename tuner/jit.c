@@ -20,7 +20,7 @@ struct bt_jit {
     char arch_opt[64];
     const char *opts[BT_NFIXED + 1];
     const char **hdr_names, **hdr_texts;
-    bt_sha256 base; /* key state over everything except the job's source */
+    bt_sha256 base; /* key state over format, NVRTC version, arch and options */
 };
 
 /* ---- NVRTC version ---- */
@@ -116,10 +116,6 @@ int bt_jit_open(const char *cache_dir, const bt_target *target, bt_jit **out, bt
     hash_field(&j->base, target->arch);
     for (size_t i = 0; i < BT_NFIXED + 1; i++)
         hash_field(&j->base, j->opts[i]);
-    for (int i = 0; i < bt_ntemplates; i++) {
-        hash_field(&j->base, bt_templates[i].name);
-        hash_field(&j->base, bt_templates[i].text);
-    }
     *out = j;
     return 0;
 fail:
@@ -144,9 +140,38 @@ static void sha_hex(const void *data, size_t n, char out[65])
     bt_sha256_hex(&s, out);
 }
 
+/* Marks the embedded templates that text includes (`#include "name"`), directly or through
+ * other templates: only those can change the binary, so editing one family's template leaves
+ * the other family's cache entries valid. */
+static void mark_includes(const char *text, unsigned char *seen)
+{
+    for (const char *p = text; (p = strstr(p, "#include \"")) != NULL;) {
+        p += strlen("#include \"");
+        const char *q = strchr(p, '"');
+        if (!q)
+            break;
+        for (int i = 0; i < bt_ntemplates; i++) {
+            const char *name = bt_templates[i].name;
+            if (!seen[i] && strlen(name) == (size_t)(q - p) && strncmp(name, p, (size_t)(q - p)) == 0) {
+                seen[i] = 1;
+                mark_includes(bt_templates[i].text, seen);
+            }
+        }
+        p = q;
+    }
+}
+
 static int job_paths(const bt_jit *j, bt_jit_job *job)
 {
     bt_sha256 s = j->base;
+    unsigned char *seen = bt_xcalloc((size_t)bt_ntemplates, 1);
+    mark_includes(job->source, seen);
+    for (int i = 0; i < bt_ntemplates; i++)
+        if (seen[i]) {
+            hash_field(&s, bt_templates[i].name);
+            hash_field(&s, bt_templates[i].text);
+        }
+    free(seen);
     hash_field(&s, job->source);
     bt_sha256_hex(&s, job->key);
     return bt_sprintf(job->path, sizeof job->path, "%s/%.2s/%s.cubin", j->dir, job->key, job->key);

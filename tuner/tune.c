@@ -26,6 +26,7 @@ typedef struct {
     bt_cand cand;
     bt_jit_job job;
     char *source;
+    int extra; /* not in the space: only measured as the runtime's default config */
 } compiled;
 
 typedef struct {
@@ -44,9 +45,9 @@ typedef struct {
     bt_device_info dev;
     size_t ncands_total;
     size_t rejected[BT_REJ_COUNT];
-    compiled *cands; /* survivors, then the runtime default config (last) */
+    compiled *cands; /* survivors, then the runtime default config if the space lacks it */
     size_t ncands;
-    size_t ndefault; /* index of the default config in cands */
+    size_t nspace;     /* cands[0..nspace) are the space's survivors */
     size_t compiled_now, cached, failed;
     double compile_s;
     bt_jit *jit;
@@ -144,6 +145,14 @@ static void jit_progress(void *ud, size_t done, size_t total)
     bt_progress_update(r->prog, 0, (long)done, (long)total);
 }
 
+static long find_cand(const run *r, const bt_cand *c)
+{
+    for (size_t i = 0; i < r->ncands; i++)
+        if (memcmp(&r->cands[i].cand, c, sizeof *c) == 0)
+            return (long)i;
+    return -1;
+}
+
 /* Enumerates, rejects what the target cannot run (counting reasons), adds the runtime default
  * config, and compiles everything through the cache. */
 static int prepare_candidates(run *r, bt_err *err)
@@ -154,24 +163,27 @@ static int prepare_candidates(run *r, bt_err *err)
         return -1;
     r->ncands_total = n;
     r->cands = bt_xcalloc(n + 1, sizeof *r->cands);
-    bt_cand def;
-    r->fam->fallback(0, 0, 0, &r->target, &def);
-    int def_in_space = 0;
     for (size_t i = 0; i < n; i++) {
         bt_reject why = r->fam->check(&all[i], &r->variant, &r->target, NULL, 0);
         r->rejected[why]++;
-        if (why != BT_REJ_NONE)
-            continue;
-        r->cands[r->ncands++].cand = all[i];
-        if (memcmp(&all[i], &def, sizeof def) == 0)
-            def_in_space = 1;
+        if (why == BT_REJ_NONE)
+            r->cands[r->ncands++].cand = all[i];
     }
     free(all);
-    /* The default is always measured, for the speedup the config file buys; it is also a
-     * candidate only if the space contains it. */
-    r->ndefault = r->ncands;
-    r->cands[r->ncands++].cand = def;
-    (void)def_in_space;
+    r->nspace = r->ncands;
+    /* The runtime's default config for every (shape, M) is measured too, for the speedup the
+     * config file buys; it competes only if the space contains it. */
+    for (int s = 0; s < r->nshapes; s++)
+        for (int b = 0; b < r->nbatch; b++) {
+            bt_cand def;
+            r->fam->fallback(r->batch[b], r->shapes[s].N, r->shapes[s].K, &r->target, &def);
+            if (find_cand(r, &def) < 0) {
+                r->cands = bt_xrealloc(r->cands, sizeof *r->cands * (r->ncands + 1));
+                memset(&r->cands[r->ncands], 0, sizeof r->cands[0]);
+                r->cands[r->ncands].cand = def;
+                r->cands[r->ncands++].extra = 1;
+            }
+        }
 
     size_t nc = r->ncands;
     bt_jit_job *jobs = bt_xcalloc(nc, sizeof *jobs);
@@ -216,7 +228,7 @@ static void print_dry_table(run *r)
            r->ncands_total, r->nbatch);
     printf("%-28s %6s %10s %10s %10s %10s %9s %8s %7s %7s\n", "shape (N, K)", "cands", "rej:smem",
            "rej:regs", "rej:shape", "rej:arch", "runnable", "compiled", "cached", "failed");
-    size_t runnable = r->ncands - 1;
+    size_t runnable = r->nspace;
     for (int s = 0; s < r->nshapes; s++) {
         char shape[64];
         snprintf(shape, sizeof shape, "(%ld, %ld)", r->shapes[s].N, r->shapes[s].K);
@@ -226,8 +238,8 @@ static void print_dry_table(run *r)
                r->rejected[BT_REJ_ARCH], runnable, s == 0 ? r->compiled_now : 0,
                s == 0 ? r->cached : r->cached + r->compiled_now, r->failed);
     }
-    printf("(kernels take M, N and K at run time, so one compilation serves every shape; the runtime's "
-           "default config is compiled too)\n");
+    printf("(kernels take M, N and K at run time, so one compilation serves every shape; %zu default "
+           "config(s) of the runtime not in the space are compiled too)\n", r->ncands - r->nspace);
     printf("compiled %zu, cached %zu, failed %zu in %.1f s\n", r->compiled_now, r->cached, r->failed,
            r->compile_s);
 }
@@ -284,14 +296,14 @@ static int worker_up(run *r, worker_ctl *wc, bt_err *err)
 }
 
 /* Verifies and times candidate i at the current problem; fills res. */
-static void measure(run *r, worker_ctl *wc, size_t i, long M, double prune_us, bt_result *res)
+static void measure(run *r, worker_ctl *wc, size_t i, int is_default, long M, double prune_us, bt_result *res)
 {
     bt_err err = {{0}};
     char vals[128], req[8192], reply[2048];
     memset(res, 0, sizeof *res);
     res->M = M;
     res->cand = r->cands[i].cand;
-    res->is_default = i == r->ndefault;
+    res->is_default = is_default;
     res->us = NAN, res->rel_err = NAN;
     if (r->cands[i].job.status == BT_JIT_FAILED) {
         res->status = BT_RES_COMPILE;
@@ -340,7 +352,7 @@ static void account(batch_result *b, const bt_result *res, size_t i, const run *
     if (res->is_default) {
         if (res->status == BT_RES_OK && !strstr(res->note, "pruned"))
             b->default_us = res->us;
-        if (i == r->ndefault)
+        if (r->cands[i].extra)
             return;
     }
     if (res->status == BT_RES_OK) {
@@ -432,7 +444,7 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
     bt_space_digest(&r->space, digest);
     cJSON_AddStringToObject(run_o, "search_space_digest", digest);
     cJSON_AddNumberToObject(run_o, "candidates", (double)r->ncands_total);
-    cJSON_AddNumberToObject(run_o, "runnable", (double)(r->ncands - 1));
+    cJSON_AddNumberToObject(run_o, "runnable", (double)r->nspace);
     cJSON_AddStringToObject(run_o, "timing_method", bt_bench_method());
     cJSON_AddNumberToObject(run_o, "compile_seconds", round(r->compile_s * 10) / 10);
     cJSON_AddNumberToObject(run_o, "measure_seconds", round(measure_s * 10) / 10);
@@ -549,14 +561,19 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                  r->variant.block_k, seed_for(s->N, s->K, M));
         int problem_sent = 0;
         /* The default first: a baseline for pruning, and the speedup the config buys. */
-        for (size_t k = 0; k < r->ncands; k++) {
-            size_t i = k == 0 ? r->ndefault : k - 1;
+        bt_cand def;
+        r->fam->fallback(M, s->N, s->K, &r->target, &def);
+        size_t ndef = (size_t)find_cand(r, &def);
+        for (size_t k = 0; k <= r->nspace; k++) {
+            size_t i = k == 0 ? ndef : k - 1;
+            if (k > 0 && i == ndef)
+                continue;
             if (*r->stop) {
                 interrupted = 1;
                 break;
             }
             bt_result res;
-            int pi = find_prior(prior, nprior, M, &r->cands[i].cand, i == r->ndefault);
+            int pi = find_prior(prior, nprior, M, &r->cands[i].cand, k == 0);
             if (pi >= 0) {
                 res = prior[pi];
             } else {
@@ -577,7 +594,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                     problem_sent = 1;
                 }
                 double prune = br[b].best >= 0 ? PRUNE_FACTOR * br[b].best_us : 0;
-                measure(r, wc, i, M, prune, &res);
+                measure(r, wc, i, k == 0, M, prune, &res);
                 if (bt_journal_append(j, &res, err))
                     goto out;
                 if (res.status != BT_RES_OK && res.status != BT_RES_COMPILE) {
@@ -589,7 +606,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             }
             account(&br[b], &res, i, r);
             *units += 1;
-            bt_progress_update(r->prog, *units, (long)k + 1, (long)r->ncands);
+            bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
         }
         if (!interrupted)
             br[b].done = 1;
@@ -687,7 +704,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     }
     printf("tuning %d shape(s) x %d batch sizes x %zu candidates (+ the default config) on %s (%s); "
            "compile %.1f s (%zu compiled, %zu cached, %zu failed)\n",
-           r.nshapes, r.nbatch, r.ncands - 1, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
+           r.nshapes, r.nbatch, r.nspace, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
            r.cached, r.failed);
     worker_ctl wc = {0};
     ssize_t n = readlink("/proc/self/exe", wc.exe, sizeof wc.exe - 1);
@@ -697,7 +714,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     }
     wc.exe[n] = '\0';
     double units = 0;
-    r.prog = bt_progress_new(stderr, -1, o->quiet, (double)r.nshapes * r.nbatch * r.ncands);
+    r.prog = bt_progress_new(stderr, -1, o->quiet, (double)r.nshapes * r.nbatch * (r.nspace + 1));
     int failed_shapes = 0;
     for (int s = 0; s < r.nshapes; s++) {
         bt_err serr = {{0}};

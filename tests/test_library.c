@@ -1,0 +1,135 @@
+/* The library through its public header: configs picked from a directory (native before
+ * classic, nearest batch size), the heuristic without one, results checked against the
+ * reference, and a launch captured in a CUDA graph. Skipped without a GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocktune.h"
+#include "configio.h"
+#include "gpu.h"
+#include "harness.h"
+
+static void write_config(bt_t *t, const char *dir, const bt_family *f, const char *device, long N, long K,
+                         long batch, const int *vals)
+{
+    char name[1024], path[2048];
+    bt_err err = {{0}};
+    bt_config c = {0};
+    bt_cand cand = {{0}};
+    for (int i = 0; i < f->nparams; i++)
+        cand.v[i] = vals[i];
+    bt_config_set(&c, batch, &cand);
+    CHECK(bt_config_filename(name, sizeof name, f, N, K, device, BT_IN_FP8, 128, 128, BT_FMT_SGLANG) == 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (bt_config_merge_write(path, f, &c, &err))
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+    bt_config_free(&c);
+}
+
+/* Runs g through the library and checks C against the reference. */
+static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K, bt_out_type out,
+                       const char *expect_desc)
+{
+    bt_err err = {{0}};
+    bt_variant v = {BT_IN_FP8, out, 128, 128};
+    bt_problem p;
+    CUdeviceptr ref = 0;
+    char msg[512], desc[512];
+    if (bt_problem_alloc(g, M, N, K, &v, &p, &err) || g->cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
+        bt_problem_fill(g, &p, &v, 99, &err) || bt_reference(g, &p, &v, ref, &err) ||
+        bt_problem_poison(g, &p, g->stream, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "setup: %s", err.msg);
+        goto out;
+    }
+    blocktune_gemm_args a = {p.args.A, p.args.B, p.args.As, p.args.Bs, p.args.C, M, N, K,
+                             BLOCKTUNE_FP8, (blocktune_output)out, 128, 128};
+    CHECK(blocktune_describe(bt, &a, desc, sizeof desc) == 0);
+    CHECK_CONTAINS(desc, expect_desc);
+    if (blocktune_gemm(bt, &a, g->stream, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_gemm: %s", msg);
+        goto out;
+    }
+    bt_check chk;
+    CHECK(bt_compare(g, &p, &v, ref, &chk, &err) == 0);
+    if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(out)))
+        bt_check_fail(t, __FILE__, __LINE__, "%s M=%ld: rel_err %.3g, %llu unwritten, %llu guard", desc, M,
+                      chk.rel_err, chk.nonfinite, chk.guard);
+out:
+    if (ref)
+        g->cu.cuMemFree(ref);
+    bt_problem_free(g, &p);
+}
+
+TEST(gpu_library_dispatch_and_graph_capture)
+{
+    bt_gpu g;
+    bt_jit *jit;
+    bt_err err = {{0}};
+    char dir[4200], cache[4200], msg[512];
+    snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
+    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+        SKIP("%s", err.msg);
+    snprintf(dir, sizeof dir, "%s/libconfigs", bt_test_tmpdir());
+    CHECK(bt_mkdirs(dir, &err) == 0);
+    const long N = 7168, K = 2304;
+    int sm90a = strcmp(g.target.arch, "sm_90a") == 0;
+    /* Classic configs for two batch sizes of (7168, 2304); a native one only for (3072, 1536). */
+    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 16, (int[]){16, 64, 128, 1, 4, 3});
+    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 256, (int[]){128, 64, 128, 8, 8, 3});
+    if (sm90a)
+        write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8});
+
+    blocktune *bt = NULL;
+    blocktune_options opt = {.config_dir = dir, .cache_dir = cache};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    check_gemm(t, &g, bt, 20, N, K, BT_OUT_BF16, "classic BLOCK_SIZE_M=16");  /* nearest 16 */
+    check_gemm(t, &g, bt, 200, N, K, BT_OUT_F16, "classic BLOCK_SIZE_M=128"); /* nearest 256 */
+    check_gemm(t, &g, bt, 136, N, K, BT_OUT_F32, "batch 16");                 /* tie: the smaller */
+    if (sm90a) {
+        check_gemm(t, &g, bt, 64, 3072, 1536, BT_OUT_BF16, "native BLOCK_SIZE_M=64 BLOCK_SIZE_N=48");
+        check_gemm(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, "native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128"); /* heuristic */
+    } else {
+        check_gemm(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, "classic BLOCK_SIZE_M=64 BLOCK_SIZE_N=128");
+    }
+
+    /* Prepared, then captured: the launch allocates and synchronizes nothing. */
+    {
+        bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+        bt_problem p;
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        long Ms[] = {48};
+        if (bt_problem_alloc(&g, 48, N, K, &v, &p, &err) || bt_problem_fill(&g, &p, &v, 5, &err)) {
+            bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+            goto out;
+        }
+        blocktune_gemm_args a = {p.args.A, p.args.B, p.args.As, p.args.Bs, p.args.C, 48, N, K,
+                                 BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+        CHECK(blocktune_prepare(bt, &a, Ms, 1, msg, sizeof msg) == 0);
+        CHECK(g.cu.cuStreamBeginCapture(g.stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+        int rc = blocktune_gemm(bt, &a, g.stream, msg, sizeof msg);
+        CHECK(g.cu.cuStreamEndCapture(g.stream, &graph) == CUDA_SUCCESS);
+        CHECK(rc == 0);
+        CHECK(graph && g.cu.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+        CHECK(exec && g.cu.cuGraphLaunch(exec, g.stream) == CUDA_SUCCESS);
+        CHECK(g.cu.cuStreamSynchronize(g.stream) == CUDA_SUCCESS);
+        if (exec)
+            g.cu.cuGraphExecDestroy(exec);
+        if (graph)
+            g.cu.cuGraphDestroy(graph);
+        bt_problem_free(&g, &p);
+    }
+
+    /* Bad input: one line, no launch. */
+    blocktune_gemm_args bad = {0, 0, 0, 0, 0, 4, 64, 100, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    CHECK(blocktune_gemm(bt, &bad, g.stream, msg, sizeof msg) == -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+out:
+    blocktune_close(bt);
+    bt_jit_close(jit);
+    bt_gpu_close(&g);
+}

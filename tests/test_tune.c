@@ -1,0 +1,196 @@
+/* The tune command end to end: dry runs (compile, cache, rejections by architecture), usage
+ * errors of a whole run, and on a GPU a run that survives a planted fault and hang. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda.h"
+#include "harness.h"
+
+static const char *cache_dir(void)
+{
+    static char buf[4200];
+    snprintf(buf, sizeof buf, "%s/tune-cache", bt_test_tmpdir());
+    return buf;
+}
+
+/* The number after `label` in out, or -1. */
+static long number_after(const char *out, const char *label)
+{
+    const char *p = out ? strstr(out, label) : NULL;
+    return p ? strtol(p + strlen(label), NULL, 10) : -1;
+}
+
+TEST(tune_dry_run_compiles_then_caches)
+{
+    char *out = NULL;
+    const char *args[] = {"--space", "search_spaces/small.yaml", "--N", "7168", "--K", "2304", "--dry-run",
+                          "--arch", "sm_90a", "--cache-dir", cache_dir(), "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "(7168, 2304)");
+    CHECK_CONTAINS(out, "target sm_90a (opt-in shared memory 232448 bytes)");
+    long compiled = number_after(out, "\ncompiled "), cached = number_after(out, ", cached ");
+    CHECK(compiled > 0);
+    CHECK_EQ(cached, 0);
+    free(out);
+    /* The second identical run compiles nothing. */
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_EQ(number_after(out, "\ncompiled "), 0);
+    CHECK_EQ(number_after(out, ", cached "), compiled);
+    free(out);
+}
+
+TEST(tune_dry_run_sm89_rejects_more_for_shared_memory)
+{
+    char *out90 = NULL, *out89 = NULL;
+    const char *a90[] = {"--space", "search_spaces/small.yaml", "--N", "576", "--K", "7168", "--dry-run",
+                         "--arch", "sm_90a", "--cache-dir", cache_dir(), "--quiet", NULL};
+    const char *a89[] = {"--space", "search_spaces/small.yaml", "--N", "576", "--K", "7168", "--dry-run",
+                         "--arch", "sm_89", "--cache-dir", cache_dir(), "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out90, a90), 0);
+    CHECK_EQ(bt_run_tune(&out89, a89), 0);
+    /* The table row: cands, rej:smem, rej:regs, ... */
+    long smem90 = number_after(out90, "(576, 7168)                      24 ");
+    long smem89 = number_after(out89, "(576, 7168)                      24 ");
+    CHECK(smem90 >= 0);
+    CHECK(smem89 > smem90);
+    CHECK_CONTAINS(out89, "target sm_89 (opt-in shared memory 101376 bytes)");
+    free(out90);
+    free(out89);
+}
+
+TEST(tune_dry_run_lists_deepseek_shapes)
+{
+    char *out = NULL;
+    const char *args[] = {"--space", "search_spaces/small.yaml", "--tp-size", "8", "--dry-run", "--arch",
+                          "sm_90a", "--cache-dir", cache_dir(), "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    static const char *shapes[] = {"(576, 7168)", "(24576, 7168)", "(32768, 512)", "(7168, 16384)",
+                                   "(7168, 18432)", "(4608, 7168)", "(3072, 7168)", "(4096, 512)",
+                                   "(3072, 1536)", "(512, 7168)", "(7168, 2304)", "(7168, 2048)", "(7168, 256)"};
+    const char *prev = out;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const char *p = prev ? strstr(prev, shapes[i]) : NULL;
+        if (!p)
+            bt_check_fail(t, __FILE__, __LINE__, "shape %s missing or out of order", shapes[i]);
+        prev = p;
+    }
+    free(out);
+}
+
+TEST(tune_run_errors_are_one_line_with_exit_codes)
+{
+    char *out = NULL;
+    const char *space = bt_scratch_file("bad.yaml", "name: x\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [48]\n");
+    const char *bad_space[] = {"--space", space, "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, bad_space), 2);
+    CHECK_CONTAINS(out, "bad.yaml:4:");
+    CHECK_CONTAINS(out, "BLOCK_SIZE_M");
+    free(out);
+
+    const char *wrong_family[] = {"--space", "search_spaces/native.yaml", "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, wrong_family), 2);
+    CHECK_CONTAINS(out, "tune: search_spaces/native.yaml is a search space for the native family; pass --family native");
+    free(out);
+
+    const char *bk[] = {"--space", "search_spaces/small.yaml", "--block-k", "64", "--N", "64", "--K", "256",
+                        "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, bk), 2);
+    CHECK_CONTAINS(out, "small.yaml: none of the 64 candidates satisfies the constraints with block_n 128, block_k 64");
+    free(out);
+
+    /* Without a driver a real run says so and how to compile without one. */
+    bt_cuda cu;
+    bt_err err;
+    if (bt_cuda_open(&cu, &err) == 0) {
+        bt_cuda_close(&cu);
+    } else {
+        const char *nogpu[] = {"--N", "64", "--K", "256", "--out-dir", bt_test_tmpdir(), NULL};
+        CHECK_EQ(bt_run_tune(&out, nogpu), 1);
+        CHECK_CONTAINS(out, "tune: no CUDA driver");
+        CHECK_CONTAINS(out, "--dry-run --arch");
+        free(out);
+    }
+
+    char ro[4200];
+    snprintf(ro, sizeof ro, "%s/not-a-dir", bt_test_tmpdir());
+    FILE *f = fopen(ro, "w");
+    if (f)
+        fclose(f);
+    const char *outdir[] = {"--N", "64", "--K", "256", "--out-dir", ro, NULL};
+    CHECK_EQ(bt_run_tune(&out, outdir), 2);
+    CHECK_CONTAINS(out, "tune: --out-dir");
+    free(out);
+}
+
+static int have_gpu(void)
+{
+    bt_cuda cu;
+    bt_err err;
+    if (!getenv("BT_GPU_TESTS") || bt_cuda_open(&cu, &err))
+        return 0;
+    bt_cuda_close(&cu);
+    return 1;
+}
+
+TEST(gpu_tune_survives_planted_fault_and_hang)
+{
+    if (!have_gpu())
+        SKIP("GPU test: needs a CUDA driver and BT_GPU_TESTS=1 (make test-gpu)");
+    char *out = NULL, outdir[4200];
+    snprintf(outdir, sizeof outdir, "%s/fault-configs", bt_test_tmpdir());
+    /* Candidates 0 and 1 fault and hang; the rest must still be measured and written. */
+    const char *args[] = {"--space", "search_spaces/small.yaml", "--N", "3072", "--K", "1536",
+                          "--batch-sizes", "16,256", "--inject", "fault:0,hang:1", "--timeout", "10",
+                          "--out-dir", outdir, "--cache-dir", cache_dir(), "--quiet", NULL};
+    double t0 = bt_now();
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, ": fault, skipped");
+    CHECK_CONTAINS(out, ": timeout, skipped");
+    CHECK_CONTAINS(out, "wrote ");
+    CHECK(bt_now() - t0 < 120);
+    if (getenv("BT_TEST_VERBOSE"))
+        printf("%s\n", out);
+    free(out);
+}
+
+TEST(gpu_tune_ctrl_c_then_resume)
+{
+    if (!have_gpu())
+        SKIP("GPU test: needs a CUDA driver and BT_GPU_TESTS=1 (make test-gpu)");
+    char outdir[4200], cmd[16384];
+    snprintf(outdir, sizeof outdir, "%s/resume-configs", bt_test_tmpdir());
+    /* Interrupt once the journal holds a few results, as a user's Ctrl-C would. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir -p '%s' && { '%s' --space search_spaces/small.yaml --N 3072 --K 1536 "
+             "--batch-sizes 16,64,256,1024 --out-dir '%s' --cache-dir '%s' --quiet >/dev/null 2>&1 & pid=$!; "
+             "for i in $(seq 600); do n=$(cat %s/*.journal 2>/dev/null | wc -l); [ \"$n\" -ge 30 ] && break; "
+             "sleep 0.1; done; kill -INT $pid; wait $pid; echo $? > '%s/rc'; }",
+             bt_test_root(), outdir, bt_test_tune(), outdir, cache_dir(), outdir, outdir);
+    CHECK(system(cmd) == 0);
+    char rcpath[4300];
+    snprintf(rcpath, sizeof rcpath, "%s/rc", outdir);
+    FILE *f = fopen(rcpath, "r");
+    int rc = -1;
+    if (f) {
+        if (fscanf(f, "%d", &rc) != 1)
+            rc = -1;
+        fclose(f);
+    }
+    CHECK_EQ(rc, 130);
+    char pattern[8500];
+    snprintf(pattern, sizeof pattern, "ls %s/*.journal >/dev/null 2>&1", outdir);
+    CHECK(system(pattern) == 0); /* kept for --resume */
+
+    char *out = NULL;
+    const char *args[] = {"--space", "search_spaces/small.yaml", "--N", "3072", "--K", "1536",
+                          "--batch-sizes", "16,64,256,1024", "--out-dir", outdir, "--cache-dir", cache_dir(),
+                          "--resume", "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "resuming ");
+    CHECK_CONTAINS(out, "results from the journal");
+    CHECK_CONTAINS(out, "wrote ");
+    free(out);
+    CHECK(system(pattern) != 0); /* finished: the journal is gone */
+}
