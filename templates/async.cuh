@@ -59,6 +59,41 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const tensor_map *map, int 
                  : "memory");
 }
 
+// The same copy, multicast: the tile lands at the same shared-memory offset in every CTA of
+// the cluster named in cta_mask, and completes on the barrier at bar's offset in each.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const tensor_map *map, int x, int y, u32 bar,
+                                                      u16 cta_mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"((u64)map), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
+                 : "memory");
+}
+
+__device__ __forceinline__ u32 cluster_rank()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// Every thread of every CTA in the cluster: orders barrier initialisation before peers use
+// it, and keeps a CTA alive until its peers no longer touch its shared memory.
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Arrives on the barrier at the same shared-memory offset in cluster CTA `rank` (possibly
+// this one).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
+{
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+                 "r"(rank)
+                 : "memory");
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const tensor_map *map)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");

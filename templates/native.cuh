@@ -5,12 +5,15 @@
 // - warp-specialized: one producer warpgroup, one thread of which drives the TMA copy engine
 //   through a BT_STAGES-deep ring of shared-memory slots guarded by full/empty mbarriers, and
 //   BT_BM / 64 consumer warpgroups, each computing a 64 x BT_BN slab with wgmma;
-// - the block scales: every 128-deep K block's wgmma partial is promoted into the fp32 sum
-//   times As[m, kb] * Bs[n / QBN, kb], the scales read from global memory ahead of use.
+// - clusters of BT_CLUSTER CTAs on vertically adjacent tiles share each B tile: every CTA loads
+//   1/BT_CLUSTER of its rows and multicasts them to all, which divides the B traffic from L2
+//   (the limit for large tiles) by the cluster size;
+// - the block scales: every K block's wgmma partial is promoted into the fp32 sum times
+//   As[m, kb] * Bs[n / QBN, kb], the scales read from global memory ahead of use.
 //
-// BT_BN may be any multiple of 8 up to 256 (not only powers of two), so tiles can be sized to
-// fill all SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_QBN,
-// BT_QBK (the K step; 64 or 128), BT_IN_INT8, BT_OUT.
+// BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
+// SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
+// 2), BT_QBN, BT_QBK (the K step; 64 or 128), BT_IN_INT8, BT_OUT.
 #include "async.cuh"
 #include "common.cuh"
 #include "native_layout.h"
@@ -19,18 +22,25 @@
 namespace bt {
 namespace native {
 
-constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, QBN = BT_QBN, BK = BT_QBK;
+constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = BT_CLUSTER;
+constexpr int QBN = BT_QBN, BK = BT_QBK;
 constexpr bool INT8 = BT_IN_INT8;
 constexpr int OUT = BT_OUT;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int FN = BN / 8; // m16n8 fragments per row band of a thread's accumulators
+constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
+constexpr int FN = BN / 8;            // m16n8 fragments per row band of a thread's accumulators
+// Weight-scale blocks a tile can touch: one when BN divides QBN (tiles never straddle one).
+constexpr int NBS = QBN % BN == 0 ? 1 : (BN - 1) / QBN + 2;
+static_assert(NBS <= 3, "at most three weight-scale blocks per tile");
 static_assert(BM % 64 == 0 && BM <= 128, "one or two m64 consumer slabs");
 static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
 static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
 static_assert(QBN % 8 == 0, "a thread's column pair shares a weight-scale block");
-// Each stage's tiles start on the 1 KiB swizzle pattern (8 rows of 128 B, or of 64 B twice).
-static_assert(A_BYTES % 1024 == 0 && B_BYTES % 512 == 0, "tile alignment");
+static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
+// Each stage's tiles, and each CTA's share of a multicast B tile, start on a whole swizzle
+// pattern (8 rows).
+static_assert(A_BYTES % 1024 == 0 && B_SHARE % 8 == 0, "tile alignment");
 
 // Shared memory: A slots, B slots, then the full and empty barrier of each slot.
 constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_BAR = STAGES * STAGE_BYTES;
@@ -41,9 +51,20 @@ typedef typename out_type<OUT>::type out_t;
 typedef wgmma<INT8, BN> mma;
 typedef typename mma::acc acc_t;
 
-__device__ __forceinline__ void tile_of(int t, int tiles_m, int tiles_n, int &tm, int &tn)
+// v[w] for w < N without a run-time index into a register array (which would go to local memory).
+template <int N> __device__ __forceinline__ float pick(const float (&v)[N], int w)
 {
-    grouped_tile(t, tiles_m, tiles_n, GM, tm, tn);
+    return N == 1 || w == 0 ? v[0] : N == 2 || w == 1 ? v[1 % N] : v[N - 1];
+}
+
+// The cluster's unit of work u covers tile rows CLUSTER*um .. and tile column un; CTA `rank`
+// takes row CLUSTER*um + rank (past the last row when tiles_m is not a multiple: that CTA
+// still loads and multicasts its share of B, and stores nothing).
+__device__ __forceinline__ void tile_of(int u, int tiles_m, int tiles_n, int rank, int &tm, int &tn)
+{
+    int units_m = (tiles_m + CLUSTER - 1) / CLUSTER, um;
+    grouped_tile(u, units_m, tiles_n, GM, um, tn);
+    tm = um * CLUSTER + rank;
 }
 
 } // namespace native
@@ -67,17 +88,23 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     const u32 base = smem_addr(dyn + ((BT_NV_ALIGN - smem_addr(dyn) % BT_NV_ALIGN) % BT_NV_ALIGN));
     const u32 full0 = base + OFF_BAR, empty0 = full0 + 8 * STAGES;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
-    const int kblocks = (K + BK - 1) / BK, ksc = (K + BK - 1) / BK;
+    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;
+    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int units = (tiles_m + CLUSTER - 1) / CLUSTER * tiles_n;
+    const int kblocks = (K + BK - 1) / BK, ksc = kblocks;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);      // the producer's expect_tx arrival (+ TMA bytes)
-            mbar_init(empty0 + 8 * s, NC);    // one arrival per consumer warpgroup
+            mbar_init(full0 + 8 * s, 1);                // the producer's expect_tx (+ TMA bytes)
+            mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
         }
         mbar_fence_init();
     }
-    __syncthreads();
+    if (CLUSTER > 1)
+        cluster_sync();
+    else
+        __syncthreads();
 
     if (wg == NC) {
         // Producer warpgroup: hands most of its registers to the consumers; one thread issues
@@ -87,88 +114,112 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
             int stage = 0, phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
-                tile_of(t, tiles_m, tiles_n, tm, tn);
+                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
                 for (int kb = 0; kb < kblocks; kb++) {
+                    // Free in every CTA of the cluster: the multicast below writes them all.
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                    const u32 full = full0 + 8 * stage;
+                    const u32 full = full0 + 8 * stage, sb = base + OFF_B + stage * B_BYTES;
                     mbar_expect_tx(full, STAGE_BYTES); // out-of-range rows still land, as zeros
                     tma_load_2d(base + OFF_A + stage * A_BYTES, &tmA, kb * BK, tm * BM, full);
-                    tma_load_2d(base + OFF_B + stage * B_BYTES, &tmB, kb * BK, tn * BN, full);
+                    if (CLUSTER > 1)
+                        tma_load_2d_multicast(sb + rank * B_SHARE * BK, &tmB, kb * BK, tn * BN + rank * B_SHARE,
+                                              full, (u16)((1 << CLUSTER) - 1));
+                    else
+                        tma_load_2d(sb, &tmB, kb * BK, tn * BN, full);
                     if (++stage == STAGES)
                         stage = 0, phase ^= 1;
                 }
             }
         }
-        return;
-    }
-
-    // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
-    regs_alloc<232>();
-    const int warp = tid / 32, lane = tid % 32;
-    const int nblocks = (N + QBN - 1) / QBN;
-    float sum[FN * 4];
-    acc_t part[FN * 4];
-#pragma unroll
-    for (int i = 0; i < FN * 4; i++)
-        part[i] = 0;
-    int stage = 0, phase = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int tm, tn;
-        tile_of(t, tiles_m, tiles_n, tm, tn);
-        const int m0 = tm * BM, n0 = tn * BN;
-        // This thread's two rows (m16n8 accumulator layout, warp w owning rows 16w..16w+15).
-        const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
-        const float *as0 = As + (long)(r0 < M ? r0 : 0) * ksc, *as1 = As + (long)(r1 < M ? r1 : 0) * ksc;
-        // The tile's columns lie in at most two weight-scale blocks: bit j says fragment
-        // column block j is in the second.
-        const int nb0 = n0 / QBN, nb1 = nb0 + 1 < nblocks ? nb0 + 1 : nb0;
-        u32 second = 0;
-#pragma unroll
-        for (int j = 0; j < FN; j++)
-            second |= (u32)((n0 + j * 8) / QBN != nb0) << j;
-        const float *bs0 = Bs + (long)nb0 * ksc, *bs1 = Bs + (long)nb1 * ksc;
+    } else {
+        // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
+        regs_alloc<232>();
+        const int warp = tid / 32, lane = tid % 32;
+        const int nblocks = (N + QBN - 1) / QBN;
+        float sum[FN * 4];
+        acc_t part[FN * 4];
 #pragma unroll
         for (int i = 0; i < FN * 4; i++)
-            sum[i] = 0.f;
-
-        for (int kb = 0; kb < kblocks; kb++) {
-            // Scales first: their loads are in flight while the slot fills and wgmma runs.
-            const float a0 = r0 < M ? __ldg(as0 + kb) : 0.f, a1 = r1 < M ? __ldg(as1 + kb) : 0.f;
-            const float b0 = __ldg(bs0 + kb), b1 = __ldg(bs1 + kb);
-            const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
-            mbar_wait(full0 + 8 * stage, phase);
-            pin(part);
-            wgmma_fence();
+            part[i] = 0;
+        int stage = 0, phase = 0;
+        for (int u = cluster; u < units; u += clusters) {
+            int tm, tn;
+            tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+            const int m0 = tm * BM, n0 = tn * BN;
+            // This thread's two rows (m16n8 accumulator layout, warp w owning rows 16w..16w+15).
+            const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+            const float *as0 = As + (long)(r0 < M ? r0 : 0) * ksc, *as1 = As + (long)(r1 < M ? r1 : 0) * ksc;
+            // The tile's columns touch NBS weight-scale blocks at most (BN need not divide QBN or
+            // align with it); 2-bit field j of `which` says which one fragment column j is in.
+            const int nb0 = n0 / QBN;
+            u64 which = 0;
 #pragma unroll
-            for (int s = 0; s < BK / 32; s++)
-                mma::run(part, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            pin(part);
-            // The warpgroup's wgmma has finished reading the slot: give it back.
-            if (tid == 0)
-                mbar_arrive(empty0 + 8 * stage);
-            if (++stage == STAGES)
-                stage = 0, phase ^= 1;
-            const float s00 = a0 * b0, s10 = a1 * b0, s01 = a0 * b1, s11 = a1 * b1;
+            for (int j = 0; j < FN; j++)
+                which |= (u64)((n0 + j * 8) / QBN - nb0) << (2 * j);
+            const float *bs[NBS];
+#pragma unroll
+            for (int i = 0; i < NBS; i++)
+                bs[i] = Bs + (long)(nb0 + i < nblocks ? nb0 + i : nblocks - 1) * ksc;
+#pragma unroll
+            for (int i = 0; i < FN * 4; i++)
+                sum[i] = 0.f;
+
+            for (int kb = 0; kb < kblocks; kb++) {
+                // Scales first: their loads are in flight while the slot fills and wgmma runs.
+                const float a0 = r0 < M ? __ldg(as0 + kb) : 0.f, a1 = r1 < M ? __ldg(as1 + kb) : 0.f;
+                float b[NBS];
+#pragma unroll
+                for (int i = 0; i < NBS; i++)
+                    b[i] = __ldg(bs[i] + kb);
+                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
+                mbar_wait(full0 + 8 * stage, phase);
+                pin(part);
+                wgmma_fence();
+#pragma unroll
+                for (int s = 0; s < BK / 32; s++)
+                    mma::run(part, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                pin(part);
+                // The warpgroup's wgmma has finished reading the slot: release it in every CTA
+                // of the cluster (each one's producer multicasts into all of them).
+                if (tid == 0) {
+                    if (CLUSTER > 1)
+                        for (int r = 0; r < CLUSTER; r++)
+                            mbar_arrive_cluster(empty0 + 8 * stage, (u32)r);
+                    else
+                        mbar_arrive(empty0 + 8 * stage);
+                }
+                if (++stage == STAGES)
+                    stage = 0, phase ^= 1;
+                float top_s[NBS], bot_s[NBS];
+#pragma unroll
+                for (int i = 0; i < NBS; i++)
+                    top_s[i] = a0 * b[i], bot_s[i] = a1 * b[i];
+#pragma unroll
+                for (int j = 0; j < FN; j++) {
+                    const int w = (int)(which >> (2 * j)) & 3;
+                    const float top = pick(top_s, w), bot = pick(bot_s, w);
+                    sum[j * 4 + 0] += (float)part[j * 4 + 0] * top;
+                    sum[j * 4 + 1] += (float)part[j * 4 + 1] * top;
+                    sum[j * 4 + 2] += (float)part[j * 4 + 2] * bot;
+                    sum[j * 4 + 3] += (float)part[j * 4 + 3] * bot;
+                }
+            }
+            // Epilogue straight from registers; the producer is already filling the next tile.
 #pragma unroll
             for (int j = 0; j < FN; j++) {
-                const bool hi = (second >> j) & 1;
-                const float top = hi ? s01 : s00, bot = hi ? s11 : s10;
-                sum[j * 4 + 0] += (float)part[j * 4 + 0] * top;
-                sum[j * 4 + 1] += (float)part[j * 4 + 1] * top;
-                sum[j * 4 + 2] += (float)part[j * 4 + 2] * bot;
-                sum[j * 4 + 3] += (float)part[j * 4 + 3] * bot;
+                const int c = n0 + j * 8 + (lane % 4) * 2;
+                store_pair<OUT>(C, N, r0, c, M, N, sum[j * 4 + 0], sum[j * 4 + 1]);
+                store_pair<OUT>(C, N, r1, c, M, N, sum[j * 4 + 2], sum[j * 4 + 3]);
             }
         }
-        // Epilogue straight from registers; the producer is already filling the next tile.
-#pragma unroll
-        for (int j = 0; j < FN; j++) {
-            const int c = n0 + j * 8 + (lane % 4) * 2;
-            store_pair<OUT>(C, N, r0, c, M, N, sum[j * 4 + 0], sum[j * 4 + 1]);
-            store_pair<OUT>(C, N, r1, c, M, N, sum[j * 4 + 2], sum[j * 4 + 3]);
-        }
+    }
+    // No CTA may leave while a peer can still arrive on its barriers or multicast into it.
+    if (CLUSTER > 1) {
+        __syncwarp(); // the cluster barrier is .aligned: the producer's warp must reconverge
+        cluster_sync();
     }
 }

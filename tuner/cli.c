@@ -20,7 +20,7 @@
 typedef enum {
     F_SPACE, F_FAMILY, F_N, F_K, F_TP, F_MODEL, F_IN, F_OUT, F_BLOCK_N, F_BLOCK_K, F_BATCH,
     F_ARCH, F_DRY_RUN, F_OUT_DIR, F_FORMAT, F_JOBS, F_CACHE_DIR, F_RESUME, F_DEVICE, F_TIMEOUT,
-    F_QUIET, F_HELP, F_VERSION, F_WORKER, F_INJECT
+    F_QUIET, F_TOP, F_HELP, F_VERSION, F_WORKER, F_INJECT
 } flag_id;
 #define F_COUNT (F_INJECT + 1)
 
@@ -38,7 +38,8 @@ static const struct {
     [F_FORMAT] = {"--format", 1},       [F_JOBS] = {"-j", 1},
     [F_CACHE_DIR] = {"--cache-dir", 1}, [F_RESUME] = {"--resume", 0},
     [F_DEVICE] = {"--device", 1},       [F_TIMEOUT] = {"--timeout", 1},
-    [F_QUIET] = {"--quiet", 0},         [F_HELP] = {"--help", 0},
+    [F_QUIET] = {"--quiet", 0},         [F_TOP] = {"--top", 1},
+    [F_HELP] = {"--help", 0},
     [F_VERSION] = {"--version", 0},     [F_WORKER] = {"--worker", 0},
     [F_INJECT] = {"--inject", 1},
 };
@@ -257,6 +258,11 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
             return -1;
         o->jobs = (int)n;
         break;
+    case F_TOP:
+        if (parse_int(flag, v, 0, 1000, &n, err))
+            return -1;
+        o->top = (int)n;
+        break;
     case F_DEVICE:
         if (parse_int(flag, v, 0, MAX_DEVICE, &n, err))
             return -1;
@@ -423,6 +429,8 @@ void bt_cli_usage(FILE *f)
 "  --out-dir DIR          where config files go (default configs)\n"
 "  --format sglang|vllm   name files for that serving stack (default sglang)\n"
 "  --quiet                no progress line\n"
+"  --top N                also list the N fastest candidates per batch size\n"
+"                         (default 0)\n"
 "\n"
 "Execution:\n"
 "  -j N                   parallel compile jobs (default: online CPUs, here %d)\n"

@@ -36,6 +36,7 @@ typedef struct {
     double timeout_s;       /* --timeout SECONDS a GPU step may take before the kernel counts as
                              * hung and its worker is killed (default 60) */
     int quiet;              /* --quiet: no progress line */
+    int top;                /* --top N: list the N fastest candidates per batch size */
     /* hidden, for tests and the worker process */
     int worker;             /* --worker: run as the GPU worker on stdin/stdout */
     char *inject;           /* --inject fault:I,hang:J plants a faulting/hanging candidate I/J */

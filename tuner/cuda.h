@@ -33,6 +33,7 @@
     X(cuFuncGetAttribute)                                                                      \
     X(cuLaunchKernel)                                                                          \
     X(cuLaunchKernelEx)                                                                        \
+    X(cuOccupancyMaxActiveClusters)                                                            \
     X(cuMemAlloc)                                                                              \
     X(cuMemFree)                                                                               \
     X(cuMemcpyHtoD)                                                                            \

@@ -170,13 +170,14 @@ const bt_family bt_family_classic = {
 
 /* ---- native: TMA + wgmma, warp-specialized and persistent (sm_90a) ---- */
 
-enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_NPARAM };
+enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_NPARAM };
 
 static const bt_param_def native_params[NV_NPARAM] = {
     {"BLOCK_SIZE_M", 1, 64, 128, "rows of C per tile: 64 per consumer warpgroup"},
     {"BLOCK_SIZE_N", 0, 8, 256, "columns of C per tile, a multiple of 8"},
     {"num_stages", 0, 1, 16, "TMA ring depth"},
     {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
+    {"CLUSTER_M", 1, 1, 2, "CTAs on adjacent row tiles sharing each B tile by TMA multicast"},
 };
 
 static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
@@ -198,6 +199,16 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
     }
     if (bn % 8 != 0 || v->block_n % 8 != 0) {
         snprintf(why, n, "BLOCK_SIZE_N %d and block_n %d must be multiples of 8", bn, v->block_n);
+        return BT_REJ_SHAPE;
+    }
+    if (bn % (8 * p[NV_CLUSTER]) != 0) {
+        snprintf(why, n, "BLOCK_SIZE_N %d does not split into %d multicast shares of whole 8-row groups", bn,
+                 p[NV_CLUSTER]);
+        return BT_REJ_SHAPE;
+    }
+    if ((bn - 1) / v->block_n + 2 > 3) {
+        snprintf(why, n, "a BLOCK_SIZE_N %d tile would touch more than three weight-scale blocks of %d", bn,
+                 v->block_n);
         return BT_REJ_SHAPE;
     }
     if (bt_nv_acc_regs(bn) > 192) {
@@ -224,8 +235,9 @@ static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size
     const int *p = c->v;
     return bt_sprintf(buf, n,
                       "#define BT_BM %d\n#define BT_BN %d\n#define BT_STAGES %d\n#define BT_GM %d\n"
-                      "#define BT_QBN %d\n#define BT_QBK %d\n#define BT_IN_INT8 %d\n#define BT_OUT %d\n",
-                      p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], v->block_n, v->block_k,
+                      "#define BT_CLUSTER %d\n#define BT_QBN %d\n#define BT_QBK %d\n#define BT_IN_INT8 %d\n"
+                      "#define BT_OUT %d\n",
+                      p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], p[NV_CLUSTER], v->block_n, v->block_k,
                       v->in == BT_IN_INT8, (int)v->out);
 }
 
@@ -234,14 +246,16 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
 {
     (void)K;
     const int *p = c->v;
-    long tiles = ((M + p[NV_BM] - 1) / p[NV_BM]) * ((N + p[NV_BN] - 1) / p[NV_BN]);
-    long sms = t->sm_count > 0 ? t->sm_count : 132;
+    int cl = p[NV_CLUSTER];
+    long tiles_m = (M + p[NV_BM] - 1) / p[NV_BM], tiles_n = (N + p[NV_BN] - 1) / p[NV_BN];
+    long units = (tiles_m + cl - 1) / cl * tiles_n, slots = (t->sm_count > 0 ? t->sm_count : 132) / cl;
     memset(out, 0, sizeof *out);
-    out->grid[0] = (unsigned)(tiles < sms ? tiles : sms), out->grid[1] = out->grid[2] = 1;
+    /* Persistent: one cluster per unit of work, at most as many as fit on the SMs. */
+    out->grid[0] = (unsigned)((units < slots ? units : slots) * cl), out->grid[1] = out->grid[2] = 1;
     out->block[0] = (unsigned)bt_nv_threads(p[NV_BM]), out->block[1] = out->block[2] = 1;
-    out->cluster[0] = out->cluster[1] = out->cluster[2] = 1;
+    out->cluster[0] = (unsigned)cl, out->cluster[1] = out->cluster[2] = 1;
     out->smem = native_smem(c, v);
-    out->tile_m = p[NV_BM], out->tile_n = p[NV_BN], out->tile_k = v->block_k;
+    out->tile_m = p[NV_BM], out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
 }
 
 /* Without a config: small M streams the weights, so tiles of 64 rows and as many column tiles
@@ -261,6 +275,7 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
     while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
+    out->v[NV_CLUSTER] = 1;
 }
 
 const bt_family bt_family_native = {

@@ -55,7 +55,7 @@ typedef struct {
     unsigned grid[3], block[3];
     unsigned cluster[3]; /* all 1 when the kernel uses no cluster */
     size_t smem;         /* dynamic shared memory bytes */
-    int tile_m, tile_n, tile_k; /* TMA boxes (BT_ABI_TMA) */
+    int tile_m, tile_n, tile_k; /* TMA boxes (BT_ABI_TMA): A tile_m x tile_k, B tile_n x tile_k */
 } bt_launch;
 
 /* How a family's kernel takes its operands. */

@@ -122,6 +122,26 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
     f->launch(c, v, &g->target, 1, 1, 16, &geo);
     BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)geo.smem),
           err, "raising the kernel's shared-memory limit");
+    if (geo.cluster[0] > 1) {
+        /* Clusters must sit inside one GPC, so fewer than SMs / size fit at once; a persistent
+         * grid larger than that would run a second wave. */
+        CUlaunchAttribute attr;
+        CUlaunchConfig cfg;
+        memset(&attr, 0, sizeof attr);
+        memset(&cfg, 0, sizeof cfg);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = geo.cluster[0], attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+        cfg.gridDimX = geo.cluster[0], cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = geo.block[0], cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = (unsigned)geo.smem, cfg.attrs = &attr, cfg.numAttrs = 1;
+        BT_CU(&g->cu, cuOccupancyMaxActiveClusters(&k->max_clusters, k->fn, &cfg), err,
+              "querying how many clusters fit");
+        if (k->max_clusters < 1) {
+            bt_fail(err, "no cluster of %u CTAs with %zu bytes of shared memory fits on this GPU", geo.cluster[0],
+                    geo.smem);
+            goto out;
+        }
+    }
     rc = 0;
 out:
     if (rc && k->mod) {
@@ -190,10 +210,28 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
             goto out;
         params = tma_params;
     }
-    BT_CU(&g->cu,
-          cuLaunchKernel(k->fn, geo.grid[0], geo.grid[1], geo.grid[2], geo.block[0], geo.block[1],
-                         geo.block[2], (unsigned)geo.smem, stream, params, NULL),
-          err, "launching the kernel");
+    if (geo.cluster[0] * geo.cluster[1] * geo.cluster[2] > 1) {
+        /* The family sized a persistent grid for all SMs; no more clusters than fit at once. */
+        if (k->max_clusters > 0 && geo.grid[0] / geo.cluster[0] > (unsigned)k->max_clusters)
+            geo.grid[0] = (unsigned)k->max_clusters * geo.cluster[0];
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = geo.cluster[0], attr.value.clusterDim.y = geo.cluster[1];
+        attr.value.clusterDim.z = geo.cluster[2];
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = geo.grid[0], cfg.gridDimY = geo.grid[1], cfg.gridDimZ = geo.grid[2];
+        cfg.blockDimX = geo.block[0], cfg.blockDimY = geo.block[1], cfg.blockDimZ = geo.block[2];
+        cfg.sharedMemBytes = (unsigned)geo.smem, cfg.hStream = stream;
+        cfg.attrs = &attr, cfg.numAttrs = 1;
+        BT_CU(&g->cu, cuLaunchKernelEx(&cfg, k->fn, params, NULL), err, "launching the kernel");
+    } else {
+        BT_CU(&g->cu,
+              cuLaunchKernel(k->fn, geo.grid[0], geo.grid[1], geo.grid[2], geo.block[0], geo.block[1],
+                             geo.block[2], (unsigned)geo.smem, stream, params, NULL),
+              err, "launching the kernel");
+    }
     rc = 0;
 out:
     return rc;

@@ -42,6 +42,7 @@ typedef struct {
     const bt_family *family;
     bt_cand cand;
     bt_variant variant;
+    int max_clusters; /* clusters of its size that fit on the GPU at once (0: no clusters) */
 } bt_kernel;
 
 /* Loads a candidate's cubin and raises its dynamic shared-memory limit. */

@@ -247,7 +247,15 @@ static void print_dry_table(run *r)
 /* ---------------- measuring one shape ---------------- */
 
 typedef struct {
+    size_t cand;
+    double us;
+    int pruned; /* timed by one replay only */
+} timed;
+
+typedef struct {
     int done;        /* every candidate measured for this M */
+    timed *all;      /* every verified candidate with its time (for --top) */
+    size_t nall;
     long best;       /* index into cands, -1 when none passed */
     double best_us, default_us, best_err;
     int ok, wrong, failed, pruned;
@@ -362,6 +370,8 @@ static void account(batch_result *b, const bt_result *res, size_t i, const run *
             b->ok++;
         if (!strstr(res->note, "pruned") && (b->best < 0 || res->us < b->best_us))
             b->best = (long)i, b->best_us = res->us, b->best_err = res->rel_err;
+        b->all = bt_xrealloc(b->all, sizeof *b->all * (b->nall + 1));
+        b->all[b->nall++] = (timed){i, res->us, strstr(res->note, "pruned") != NULL};
     } else if (res->status == BT_RES_WRONG) {
         b->wrong++;
     } else {
@@ -396,6 +406,28 @@ static void print_summary(run *r, const bt_shape *s, const batch_result *br)
         else
             printf("%6ld  %-34s %9s %8s %8s %11s %8s  %d/%d/%d/%d%s\n", M, "no verified candidate", "-", "-",
                    "-", def, spd, x->ok, x->pruned, x->wrong, x->failed, x->done ? "" : " (unfinished)");
+    }
+}
+
+static int cmp_timed(const void *a, const void *b)
+{
+    double x = ((const timed *)a)->us, y = ((const timed *)b)->us;
+    return (x > y) - (x < y);
+}
+
+/* --top: the fastest candidates of each batch size. */
+static void print_top(run *r, const batch_result *br)
+{
+    for (int b = 0; b < r->nbatch; b++) {
+        qsort(br[b].all, br[b].nall, sizeof *br[b].all, cmp_timed);
+        printf("  M=%ld, fastest %d of %zu verified:\n", r->batch[b],
+               r->o->top < (int)br[b].nall ? r->o->top : (int)br[b].nall, br[b].nall);
+        for (size_t k = 0; k < br[b].nall && (int)k < r->o->top; k++) {
+            char desc[128];
+            cand_csv(r, &r->cands[br[b].all[k].cand].cand, desc, sizeof desc);
+            printf("    %-34s %9.2f us  %.3fx the best%s\n", desc, br[b].all[k].us, br[b].all[k].us / br[b].best_us,
+                   br[b].all[k].pruned ? "  (one replay: pruned)" : "");
+        }
     }
 }
 
@@ -615,6 +647,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     bt_progress_free(r->prog);
     r->prog = bt_progress_new(stderr, -1, r->o->quiet, 0);
     print_summary(r, s, br);
+    if (r->o->top > 0)
+        print_top(r, br);
     if (write_config(r, path, br, err) || write_provenance(r, path, s, br, measure_s, err))
         goto out;
     int any = 0;
@@ -636,6 +670,8 @@ out:
     if (j)
         bt_journal_close(j, 0);
     free(prior);
+    for (int b = 0; b < r->nbatch; b++)
+        free(br[b].all);
     free(br);
     return rc;
 }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On the GPU machine: the tuning runs behind configs/ and BENCHMARKS.md. Each run's output goes
+# to $OUT/<name>.log and its configs to $OUT/configs.tar.
+# Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | native-tp8 | native-focus:N:K
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/configs
+cache=/tmp/btcache
+[ -f build/cache-default.tar.xz ] && [ ! -d $cache ] && mkdir -p $cache && xz -dc build/cache-default.tar.xz | tar -C $cache --strip-components=1 -xf -
+for run in "$@"; do
+    IFS=: read -r kind N K <<<"$run"
+    log="$out/${kind}${N:+-$N-$K}.log"
+    start=$(date +%s)
+    case $kind in
+    tp8-small) build/tune --tp-size 8 --space search_spaces/small.yaml --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    default) build/tune --N "$N" --K "$K" --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    native-focus) build/tune --family native --space bench/spaces/native_large_m.yaml --N "$N" --K "$K" \
+                      --out-dtype bfloat16 --out-dir /tmp/native-focus --cache-dir $cache --top 30 ;;
+    esac > "$log" 2>&1
+    echo "== $run: exit $? in $(( $(date +%s) - start )) s"
+    grep -vE "skipped \(|^\[" "$log" | tail -n 60
+done
+tar -C /tmp -cf "$out/configs.tar" configs
