@@ -26,7 +26,6 @@ typedef struct {
     bt_cand cand;
     bt_jit_job job;
     char *source;
-    int extra; /* not in the space: only measured as the runtime's default config */
 } compiled;
 
 typedef struct {
@@ -180,8 +179,7 @@ static int prepare_candidates(run *r, bt_err *err)
             if (find_cand(r, &def) < 0) {
                 r->cands = bt_xrealloc(r->cands, sizeof *r->cands * (r->ncands + 1));
                 memset(&r->cands[r->ncands], 0, sizeof r->cands[0]);
-                r->cands[r->ncands].cand = def;
-                r->cands[r->ncands++].extra = 1;
+                r->cands[r->ncands++].cand = def;
             }
         }
 
@@ -355,14 +353,12 @@ static void measure(run *r, worker_ctl *wc, size_t i, int is_default, long M, do
     }
 }
 
-static void account(batch_result *b, const bt_result *res, size_t i, const run *r)
+static void account(batch_result *b, const bt_result *res, size_t i)
 {
-    if (res->is_default) {
-        if (res->status == BT_RES_OK && !strstr(res->note, "pruned"))
-            b->default_us = res->us;
-        if (r->cands[i].extra)
-            return;
-    }
+    /* The runtime's default competes too: it is a valid config, and a file should never be
+     * slower than having none. */
+    if (res->is_default && res->status == BT_RES_OK && !strstr(res->note, "pruned"))
+        b->default_us = res->us;
     if (res->status == BT_RES_OK) {
         if (strstr(res->note, "pruned"))
             b->pruned++;
@@ -636,7 +632,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                                      res.note);
                 }
             }
-            account(&br[b], &res, i, r);
+            account(&br[b], &res, i);
             *units += 1;
             bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
         }
