@@ -84,6 +84,8 @@ static const struct {
     {{"--timeout", "nan"}, "--timeout: 'nan' is not a positive number of seconds"},
     {{"--timeout", "5s"}, "--timeout: '5s' is not a positive number of seconds"},
     {{"--timeout", "1e9"}, "--timeout: '1e9' is too large (at most 86400 seconds)"},
+    {{"--top", "abc"}, "--top: 'abc' is not a non-negative integer"},
+    {{"--top", "2000"}, "--top: '2000' is too large (at most 1000)"},
     {{"--out-dir", ""}, "--out-dir: empty value"},
     {{"--space="}, "--space: empty value"},
     {{"--inject", "fault:x"}, "--inject: fault index 'x' is not a non-negative integer"},
@@ -308,7 +310,7 @@ TEST(cli_help)
         "--dry-run", "--out-dir DIR", "(default configs)", "--format sglang|vllm",
         "(default sglang)", "--quiet", "-j N", "online CPUs", "--cache-dir DIR",
         "$XDG_CACHE_HOME/blocktune", "--resume", "--device N", "(default 0)",
-        "--timeout SECONDS", "(default 60)", "(at --tp-size, default 1)", "-h, --help", "--version",
+        "--timeout SECONDS", "(default 60)", "--top N", "(at --tp-size, default 1)", "-h, --help", "--version",
         "  tune --tp-size 8\n", "  tune --N 7168 --K 2304 --batch-sizes 1,16,64\n",
         "  tune --tp-size 8 --dry-run --arch sm_90a\n",
     };

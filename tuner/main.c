@@ -8,15 +8,15 @@
 #include "tune.h"
 #include "worker.h"
 
-/* The one piece of process-wide state: Ctrl-C asks the run to stop after the candidate in
- * flight, so the journal and the finished batch sizes are written. */
+/* The one piece of process-wide state: Ctrl-C (or SIGTERM, as `timeout` and job schedulers
+ * send) asks the run to stop after the candidate in flight, so the journal and the finished
+ * batch sizes are written. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_sigint(int sig)
 {
-    (void)sig;
-    if (stop_requested) /* a second Ctrl-C: stop now */
-        signal(SIGINT, SIG_DFL);
+    if (stop_requested) /* a second signal: stop now */
+        signal(sig, SIG_DFL);
     stop_requested = 1;
 }
 
@@ -40,6 +40,7 @@ int main(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     int code = bt_tune(&o, &stop_requested, &err);
     if (code != BT_EXIT_OK)
         fprintf(stderr, "tune: %s\n", err.msg);

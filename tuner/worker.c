@@ -41,8 +41,10 @@ int bt_worker_start(bt_worker **out, const char *exe, int device, const char *ca
         dup2(in[0], 0);
         dup2(outp[1], 1);
         close(in[0]), close(in[1]), close(outp[0]), close(outp[1]);
-        /* Ctrl-C goes to the parent, which finishes the candidate in flight and stops us. */
+        /* Ctrl-C and SIGTERM go to the parent, which finishes the candidate in flight and
+         * stops us. */
         signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
         execl(exe, exe, "--worker", "--device", dev, "--cache-dir", cache_dir, (char *)NULL);
         fprintf(stderr, "cannot run %s: %s\n", exe, strerror(errno));
         _exit(127);
