@@ -36,8 +36,9 @@ BT_LAYOUT_FN int bt_cl_use_wgmma(int sm90a, int bm, int bn, int warps)
 }
 
 /* mma.sync path: warps split the tile over M (16-row steps) and N (8-column steps), keeping
- * warp tiles near square; warps left over split each stage's K steps (wk). */
-BT_LAYOUT_FN int bt_cl_warps_m(int bm, int bn, int warps)
+ * warp tiles near square; warps left over split each stage's K steps (wk). Returns the warps
+ * along N when want_n, else along M. */
+BT_LAYOUT_FN int bt_cl_warp_split(int bm, int bn, int warps, int want_n)
 {
     int wm = 1, wn = 1;
     for (int r = warps; r > 1; r /= 2) {
@@ -49,23 +50,11 @@ BT_LAYOUT_FN int bt_cl_warps_m(int bm, int bn, int warps)
         else
             break;
     }
-    return wm;
+    return want_n ? wn : wm;
 }
 
-BT_LAYOUT_FN int bt_cl_warps_n(int bm, int bn, int warps)
-{
-    int wm = 1, wn = 1;
-    for (int r = warps; r > 1; r /= 2) {
-        int can_m = bm / (wm * 2) >= 16, can_n = bn / (wn * 2) >= 8;
-        if (can_m && (!can_n || bm / wm >= bn / wn))
-            wm *= 2;
-        else if (can_n)
-            wn *= 2;
-        else
-            break;
-    }
-    return wn;
-}
+BT_LAYOUT_FN int bt_cl_warps_m(int bm, int bn, int warps) { return bt_cl_warp_split(bm, bn, warps, 0); }
+BT_LAYOUT_FN int bt_cl_warps_n(int bm, int bn, int warps) { return bt_cl_warp_split(bm, bn, warps, 1); }
 
 BT_LAYOUT_FN int bt_cl_warps_k(int bm, int bn, int warps)
 {

@@ -84,15 +84,25 @@ int bt_sidecar_path(char *buf, size_t n, const char *config_path)
 
 /* ---- reading ---- */
 
-static void text_position(const char *text, const char *at, int *line, int *col)
+struct cJSON *bt_json_read(const char *path, bt_err *err)
 {
-    *line = 1, *col = 1;
-    for (const char *p = text; at && p < at && *p; p++) {
-        if (*p == '\n')
-            (*line)++, *col = 1;
-        else
-            (*col)++;
+    char *text = NULL;
+    if (bt_read_file(path, &text, NULL, err))
+        return NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        int line = 1, col = 1;
+        for (const char *p = text; end && p < end && *p; p++) {
+            if (*p == '\n')
+                line++, col = 1;
+            else
+                col++;
+        }
+        bt_fail(err, "%s:%d:%d: not valid JSON", path, line, col);
     }
+    free(text);
+    return root;
 }
 
 /* Python's int(key) would take " 16" or "+16"; neither comes from a tuner, so only digits. */
@@ -144,19 +154,10 @@ static int read_entry(const char *path, const cJSON *entry, const bt_family *f, 
 int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err *err)
 {
     int rc = -1;
-    char *text = NULL;
     cJSON *root = NULL;
     bt_config c = {0};
-    if (bt_read_file(path, &text, NULL, err))
+    if (!(root = bt_json_read(path, err)))
         return -1;
-    const char *end = NULL;
-    root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        int line, col;
-        text_position(text, end, &line, &col);
-        bt_fail(err, "%s:%d:%d: not valid JSON", path, line, col);
-        goto out;
-    }
     if (!cJSON_IsObject(root)) {
         bt_fail(err, "%s: expected an object mapping batch sizes to kernel parameters", path);
         goto out;
@@ -184,7 +185,6 @@ int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err 
 out:
     bt_config_free(&c);
     cJSON_Delete(root);
-    free(text);
     return rc;
 }
 

@@ -48,4 +48,9 @@ const bt_config_entry *bt_config_nearest(const bt_config *c, long M);
  * does not end in ".json"). -1 when buf is too small. */
 int bt_sidecar_path(char *buf, size_t n, const char *config_path);
 
+/* Reads and parses a JSON file (the caller owns the result: cJSON_Delete). A syntax error is
+ * one line naming path:line:col. Shared with shapes.c; the type stays opaque here. */
+struct cJSON;
+struct cJSON *bt_json_read(const char *path, bt_err *err);
+
 #endif

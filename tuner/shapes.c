@@ -1,5 +1,7 @@
 #include "shapes.h"
 
+#include "configio.h"
+
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
@@ -54,17 +56,6 @@ int bt_shapes_deepseek_v3(int tp, bt_shape **out, int *n, bt_err *err)
     return 0;
 }
 
-static void text_position(const char *text, const char *at, int *line, int *col)
-{
-    *line = 1, *col = 1;
-    for (const char *p = text; at && p < at && *p; p++) {
-        if (*p == '\n')
-            (*line)++, *col = 1;
-        else
-            (*col)++;
-    }
-}
-
 /* A positive integer field of obj; *out = 0 when it is optional and absent (or null, as some
  * configs write an unset head_dim). */
 static int get_field(const char *path, const cJSON *obj, const char *prefix, const char *name,
@@ -91,20 +82,11 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
                          bt_err *err)
 {
     int rc = -1;
-    char *text = NULL;
     cJSON *root = NULL;
     if (tp < 1)
         return bt_fail(err, "--tp-size %d: must be a positive integer", tp);
-    if (bt_read_file(path, &text, NULL, err))
+    if (!(root = bt_json_read(path, err)))
         return -1;
-    const char *end = NULL;
-    root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        int line, col;
-        text_position(text, end, &line, &col);
-        bt_fail(err, "%s:%d:%d: not valid JSON", path, line, col);
-        goto out;
-    }
     if (!cJSON_IsObject(root)) {
         bt_fail(err, "%s: expected a JSON object (a Hugging Face config.json)", path);
         goto out;
@@ -182,6 +164,5 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
     rc = 0;
 out:
     cJSON_Delete(root);
-    free(text);
     return rc;
 }
