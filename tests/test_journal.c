@@ -388,7 +388,7 @@ TEST(journal_unwritable)
 TEST(journal_status_names)
 {
     static const char *names[BT_RES_COUNT] = {"ok", "wrong", "fault", "timeout", "compile",
-                                              "launch"};
+                                              "launch", "pruned"};
     for (int s = 0; s < BT_RES_COUNT; s++)
         CHECK_STREQ(bt_res_name((bt_res_status)s), names[s]);
 }

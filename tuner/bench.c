@@ -66,7 +66,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Elapsed microseconds of fn's work between two events on the stream. */
+/* Microseconds of one replay of exec, between two events on the stream. */
 static int time_replay(bt_gpu *g, CUgraphExec exec, CUevent e0, CUevent e1, double *us, bt_err *err)
 {
     int rc = -1;

@@ -24,6 +24,7 @@ struct bt_journal {
 static const char *const res_names[BT_RES_COUNT] = {
     [BT_RES_OK] = "ok",           [BT_RES_WRONG] = "wrong",     [BT_RES_FAULT] = "fault",
     [BT_RES_TIMEOUT] = "timeout", [BT_RES_COMPILE] = "compile", [BT_RES_LAUNCH] = "launch",
+    [BT_RES_PRUNED] = "pruned",
 };
 
 const char *bt_res_name(bt_res_status s)

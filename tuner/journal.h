@@ -14,6 +14,7 @@ typedef enum {
     BT_RES_TIMEOUT,     /* the kernel hung and the worker was killed */
     BT_RES_COMPILE,     /* NVRTC failed */
     BT_RES_LAUNCH,      /* could not be loaded or launched (e.g. resources) */
+    BT_RES_PRUNED,      /* verified; its first replay was so slow it was not timed further */
     BT_RES_COUNT
 } bt_res_status;
 

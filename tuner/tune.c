@@ -336,8 +336,8 @@ static void measure(run *r, worker_ctl *wc, size_t i, int is_default, long M, do
     if (sscanf(reply, "ok %lf %lf %lf", &a, &b, &c) == 3) {
         res->status = BT_RES_OK, res->us = a, res->rel_err = b;
     } else if (sscanf(reply, "pruned %lf %lf", &a, &b) == 2) {
-        res->status = BT_RES_OK, res->us = a, res->rel_err = b;
-        snprintf(res->note, sizeof res->note, "pruned: over %.1fx the best, timed once", PRUNE_FACTOR);
+        res->status = BT_RES_PRUNED, res->us = a, res->rel_err = b;
+        snprintf(res->note, sizeof res->note, "over %.1fx the best, timed once", PRUNE_FACTOR);
     } else if (sscanf(reply, "wrong %lf %llu %llu", &a, &nf, &gd) == 3) {
         res->status = BT_RES_WRONG, res->rel_err = a;
         snprintf(res->note, sizeof res->note, "rel_err %.3g (tolerance %.0e), %llu unwritten/non-finite, %llu guard bytes",
@@ -357,17 +357,18 @@ static void account(batch_result *b, const bt_result *res, size_t i)
 {
     /* The runtime's default competes too: it is a valid config, and a file should never be
      * slower than having none. */
-    if (res->is_default && res->status == BT_RES_OK && !strstr(res->note, "pruned"))
+    if (res->is_default && res->status == BT_RES_OK)
         b->default_us = res->us;
-    if (res->status == BT_RES_OK) {
-        if (strstr(res->note, "pruned"))
+    if (res->status == BT_RES_OK || res->status == BT_RES_PRUNED) {
+        int pruned = res->status == BT_RES_PRUNED;
+        if (pruned)
             b->pruned++;
         else
             b->ok++;
-        if (!strstr(res->note, "pruned") && (b->best < 0 || res->us < b->best_us))
+        if (!pruned && (b->best < 0 || res->us < b->best_us))
             b->best = (long)i, b->best_us = res->us, b->best_err = res->rel_err;
         b->all = bt_xrealloc(b->all, sizeof *b->all * (b->nall + 1));
-        b->all[b->nall++] = (timed){i, res->us, strstr(res->note, "pruned") != NULL};
+        b->all[b->nall++] = (timed){i, res->us, pruned};
     } else if (res->status == BT_RES_WRONG) {
         b->wrong++;
     } else {
@@ -625,7 +626,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                 measure(r, wc, i, k == 0, M, prune, &res);
                 if (bt_journal_append(j, &res, err))
                     goto out;
-                if (res.status != BT_RES_OK && res.status != BT_RES_COMPILE) {
+                if (res.status != BT_RES_OK && res.status != BT_RES_PRUNED && res.status != BT_RES_COMPILE) {
                     char desc[256];
                     bt_cand_format(r->fam, &res.cand, desc, sizeof desc);
                     bt_progress_note(r->prog, "M=%ld %s: %s, skipped (%s)", M, desc, bt_res_name(res.status),

@@ -136,10 +136,8 @@ void bt_worker_stop(bt_worker *w)
     if (!w)
         return;
     if (w->pid > 0) {
-        char reply[64];
         ssize_t ignored = write(w->to, "quit\n", 5);
         (void)ignored;
-        (void)reply;
         /* Give it a moment to release the GPU cleanly, then insist. */
         for (int i = 0; i < 50; i++) {
             int st;
