@@ -110,6 +110,21 @@ void bt_gpu_close(bt_gpu *g)
     memset(g, 0, sizeof *g);
 }
 
+/* A launch configuration of geo's grid, blocks, shared memory and cluster shape; attr is the
+ * cluster attribute cfg points at. */
+static void cluster_config(const bt_launch *geo, CUstream stream, CUlaunchConfig *cfg, CUlaunchAttribute *attr)
+{
+    memset(attr, 0, sizeof *attr);
+    memset(cfg, 0, sizeof *cfg);
+    attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr->value.clusterDim.x = geo->cluster[0], attr->value.clusterDim.y = geo->cluster[1];
+    attr->value.clusterDim.z = geo->cluster[2];
+    cfg->gridDimX = geo->grid[0], cfg->gridDimY = geo->grid[1], cfg->gridDimZ = geo->grid[2];
+    cfg->blockDimX = geo->block[0], cfg->blockDimY = geo->block[1], cfg->blockDimZ = geo->block[2];
+    cfg->sharedMemBytes = (unsigned)geo->smem, cfg->hStream = stream;
+    cfg->attrs = attr, cfg->numAttrs = 1;
+}
+
 int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
                    const bt_variant *v, bt_kernel *k, bt_err *err)
 {
@@ -127,13 +142,8 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
          * grid larger than that would run a second wave. */
         CUlaunchAttribute attr;
         CUlaunchConfig cfg;
-        memset(&attr, 0, sizeof attr);
-        memset(&cfg, 0, sizeof cfg);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = geo.cluster[0], attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
-        cfg.gridDimX = geo.cluster[0], cfg.gridDimY = cfg.gridDimZ = 1;
-        cfg.blockDimX = geo.block[0], cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = (unsigned)geo.smem, cfg.attrs = &attr, cfg.numAttrs = 1;
+        geo.grid[0] = geo.cluster[0], geo.grid[1] = geo.grid[2] = 1; /* one cluster's worth */
+        cluster_config(&geo, NULL, &cfg, &attr);
         BT_CU(&g->cu, cuOccupancyMaxActiveClusters(&k->max_clusters, k->fn, &cfg), err,
               "querying how many clusters fit");
         if (k->max_clusters < 1) {
@@ -215,16 +225,8 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
         if (k->max_clusters > 0 && geo.grid[0] / geo.cluster[0] > (unsigned)k->max_clusters)
             geo.grid[0] = (unsigned)k->max_clusters * geo.cluster[0];
         CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = geo.cluster[0], attr.value.clusterDim.y = geo.cluster[1];
-        attr.value.clusterDim.z = geo.cluster[2];
         CUlaunchConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = geo.grid[0], cfg.gridDimY = geo.grid[1], cfg.gridDimZ = geo.grid[2];
-        cfg.blockDimX = geo.block[0], cfg.blockDimY = geo.block[1], cfg.blockDimZ = geo.block[2];
-        cfg.sharedMemBytes = (unsigned)geo.smem, cfg.hStream = stream;
-        cfg.attrs = &attr, cfg.numAttrs = 1;
+        cluster_config(&geo, stream, &cfg, &attr);
         BT_CU(&g->cu, cuLaunchKernelEx(&cfg, k->fn, params, NULL), err, "launching the kernel");
     } else {
         BT_CU(&g->cu,

@@ -44,7 +44,7 @@ typedef struct {
     bt_device_info dev;
     size_t ncands_total;
     size_t rejected[BT_REJ_COUNT];
-    compiled *cands; /* survivors, then the runtime default config if the space lacks it */
+    compiled *cands; /* survivors, then runtime default configs the space lacks */
     size_t ncands;
     size_t nspace;     /* cands[0..nspace) are the space's survivors */
     size_t compiled_now, cached, failed;
@@ -171,7 +171,7 @@ static int prepare_candidates(run *r, bt_err *err)
     free(all);
     r->nspace = r->ncands;
     /* The runtime's default config for every (shape, M) is measured too, for the speedup the
-     * config file buys; it competes only if the space contains it. */
+     * config file buys (and competes): those the space lacks are compiled as well. */
     for (int s = 0; s < r->nshapes; s++)
         for (int b = 0; b < r->nbatch; b++) {
             bt_cand def;
