@@ -20,6 +20,7 @@ Y
 ncu --clock-control none --target-processes all --kernel-name bt_native_gemm --launch-skip 2 \
     --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+    --section SchedulerStats --section SourceCounters \
     build/tune --family native --space "$space" --N "$N" --K "$K" --out-dir /tmp/prof-out \
     --cache-dir /tmp/btcache --quiet --out-dtype bfloat16 > "$out" 2>&1
 rm -f "$space"

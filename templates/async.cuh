@@ -85,13 +85,23 @@ __device__ __forceinline__ void cluster_sync()
 }
 
 // Arrives on the barrier at the same shared-memory offset in cluster CTA `rank` (possibly
-// this one).
+// this one). The default .release.cta semantics suffice: what the arrival releases is a slot
+// the tensor cores have finished reading (wgmma wait), not memory this thread wrote, and a
+// .release.cluster arrival would first wait for every earlier store of this thread (the
+// previous tile's epilogue) to become visible across the cluster.
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
 {
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
                  "r"(rank)
                  : "memory");
+}
+
+// Counts one arrival on bar once every cp.async this thread issued before has landed; the
+// barrier's expected count must include it (.noinc).
+__device__ __forceinline__ void cp_async_arrive(u32 bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
 __device__ __forceinline__ void prefetch_tensor_map(const tensor_map *map)

@@ -9,7 +9,10 @@
 //   1/BT_CLUSTER of its rows and multicasts them to all, which divides the B traffic from L2
 //   (the limit for large tiles) by the cluster size;
 // - the block scales: every K block's wgmma partial is promoted into the fp32 sum times
-//   As[m, kb] * Bs[n / QBN, kb], the scales read from global memory ahead of use.
+//   As[m, kb] * Bs[n / QBN, kb]; a second producer warp copies each stage's scales into shared
+//   memory beside its tiles, so the consumers never wait on a global load;
+// - the epilogue stores straight from registers, one packed pair per instruction for whole
+//   tiles, while the producer already fills the ring with the next tile.
 //
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
@@ -27,7 +30,12 @@ constexpr int QBN = BT_QBN, BK = BT_QBK;
 constexpr bool INT8 = BT_IN_INT8;
 constexpr int OUT = BT_OUT;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
+// Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
+// launch allocation (168 per thread for 384 threads, 232 for 256): the producer gives up what
+// the consumers take, 128 * (168 - 56) = 256 * (224 - 168) with two consumer warpgroups.
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = NC == 2 ? 224 : 232;
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int S_BYTES = bt_nv_scale_bytes(BM); // one stage's scales: As[BM], then Bs[4]
 constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
 constexpr int FN = BN / 8;            // m16n8 fragments per row band of a thread's accumulators
 // Weight-scale blocks a tile can touch: one when BN divides QBN (tiles never straddle one).
@@ -42,14 +50,42 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
 // pattern (8 rows).
 static_assert(A_BYTES % 1024 == 0 && B_SHARE % 8 == 0, "tile alignment");
 
-// Shared memory: A slots, B slots, then the full and empty barrier of each slot.
-constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_BAR = STAGES * STAGE_BYTES;
+// Shared memory: A slots, B slots, scale slots, then the full and empty barrier of each slot.
+constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_S = STAGES * STAGE_BYTES;
+constexpr int OFF_BAR = OFF_S + STAGES * S_BYTES;
 static_assert(OFF_BAR + 16 * STAGES + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES),
               "layout and the tuner's formula disagree");
 
 typedef typename out_type<OUT>::type out_t;
 typedef wgmma<INT8, BN> mma;
 typedef typename mma::acc acc_t;
+
+// The scale warp's arrivals on a full barrier: one per lane, after its copies land.
+constexpr int SCALE_ARRIVALS = 32;
+
+// store_pair for an in-range, pair-aligned p: one conversion of both values, one store.
+template <int O> __device__ __forceinline__ void store_pair_fast(typename out_type<O>::type *p, float x0, float x1)
+{
+    if (O == 2) {
+        float2 f;
+        f.x = x0, f.y = x1;
+        *(float2 *)p = f;
+    } else {
+        u32 v; // cvt packs its first source into the high half
+        if (O == 0)
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
+        else
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
+        *(u32 *)p = v;
+    }
+}
+
+__device__ __forceinline__ float ld_shared_f32(u32 addr)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
 
 // v[w] for w < N without a run-time index into a register array (which would go to local memory).
 template <int N> __device__ __forceinline__ float pick(const float (&v)[N], int w)
@@ -96,7 +132,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);                // the producer's expect_tx (+ TMA bytes)
+            mbar_init(full0 + 8 * s, 1 + SCALE_ARRIVALS); // TMA expect_tx (+ bytes), scale warp
             mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
         }
         mbar_fence_init();
@@ -108,8 +144,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 
     if (wg == NC) {
         // Producer warpgroup: hands most of its registers to the consumers; one thread issues
-        // every copy.
-        regs_dealloc<40>();
+        // the tile copies, the next warp the scale copies.
+        regs_dealloc<PRODUCER_REGS>();
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
@@ -132,12 +168,40 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                         stage = 0, phase ^= 1;
                 }
             }
+        } else if (tid / 32 == 1) {
+            // The scale warp: the same walk over tiles and K blocks; cp.async copies the
+            // stage's BM activation scales (As is row-major, so a K block's column is strided)
+            // and the tile's weight scales, and each lane's arrival waits for its own copies.
+            const int lane = tid % 32, nblocks = (N + QBN - 1) / QBN;
+            int stage = 0, phase = 0;
+            for (int u = cluster; u < units; u += clusters) {
+                int tm, tn;
+                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+                const int nb0 = tn * BN / QBN;
+                for (int kb = 0; kb < kblocks; kb++) {
+                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                    const u32 ss = base + OFF_S + stage * S_BYTES;
+#pragma unroll
+                    for (int i = lane; i < BM; i += 32) {
+                        const int r = tm * BM + i; // rows past M read as zero
+                        cp_async4(ss + 4 * i, As + (long)(r < M ? r : 0) * ksc + kb, r < M);
+                    }
+                    if (lane < NBS) {
+                        const int nb = nb0 + lane < nblocks ? nb0 + lane : nblocks - 1;
+                        cp_async4(ss + 4 * (BM + lane), Bs + (long)nb * ksc + kb, true);
+                    }
+                    cp_async_arrive(full0 + 8 * stage);
+                    if (++stage == STAGES)
+                        stage = 0, phase ^= 1;
+                }
+            }
         }
     } else {
         // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
-        regs_alloc<232>();
+        regs_alloc<CONSUMER_REGS>();
         const int warp = tid / 32, lane = tid % 32;
-        const int nblocks = (N + QBN - 1) / QBN;
+        // Whole tiles store packed pairs without per-element checks when rows are pair-aligned.
+        const bool pairs = N % 2 == 0 && (u64)C % (2 * sizeof(out_t)) == 0;
         float sum[FN * 4];
         acc_t part[FN * 4];
 #pragma unroll
@@ -149,8 +213,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             tile_of(u, tiles_m, tiles_n, rank, tm, tn);
             const int m0 = tm * BM, n0 = tn * BN;
             // This thread's two rows (m16n8 accumulator layout, warp w owning rows 16w..16w+15).
-            const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
-            const float *as0 = As + (long)(r0 < M ? r0 : 0) * ksc, *as1 = As + (long)(r1 < M ? r1 : 0) * ksc;
+            const int row = wg * 64 + warp * 16 + lane / 4, r0 = m0 + row, r1 = r0 + 8;
             // The tile's columns touch NBS weight-scale blocks at most (BN need not divide QBN or
             // align with it); 2-bit field j of `which` says which one fragment column j is in.
             const int nb0 = n0 / QBN;
@@ -158,23 +221,20 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 #pragma unroll
             for (int j = 0; j < FN; j++)
                 which |= (u64)((n0 + j * 8) / QBN - nb0) << (2 * j);
-            const float *bs[NBS];
-#pragma unroll
-            for (int i = 0; i < NBS; i++)
-                bs[i] = Bs + (long)(nb0 + i < nblocks ? nb0 + i : nblocks - 1) * ksc;
 #pragma unroll
             for (int i = 0; i < FN * 4; i++)
                 sum[i] = 0.f;
 
             for (int kb = 0; kb < kblocks; kb++) {
-                // Scales first: their loads are in flight while the slot fills and wgmma runs.
-                const float a0 = r0 < M ? __ldg(as0 + kb) : 0.f, a1 = r1 < M ? __ldg(as1 + kb) : 0.f;
+                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
+                const u32 ss = base + OFF_S + stage * S_BYTES;
+                mbar_wait(full0 + 8 * stage, phase);
+                // The scales leave the slot before it is released below.
+                const float a0 = ld_shared_f32(ss + 4 * row), a1 = ld_shared_f32(ss + 4 * (row + 8));
                 float b[NBS];
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
-                    b[i] = __ldg(bs[i] + kb);
-                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
-                mbar_wait(full0 + 8 * stage, phase);
+                    b[i] = ld_shared_f32(ss + 4 * (BM + i));
                 pin(part);
                 wgmma_fence();
 #pragma unroll
@@ -209,11 +269,20 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             }
             // Epilogue straight from registers; the producer is already filling the next tile.
+            if (pairs && m0 + BM <= M && n0 + BN <= N) {
+                out_t *p0 = C + (long)r0 * N + n0 + (lane % 4) * 2, *p1 = p0 + 8L * N;
 #pragma unroll
-            for (int j = 0; j < FN; j++) {
-                const int c = n0 + j * 8 + (lane % 4) * 2;
-                store_pair<OUT>(C, N, r0, c, M, N, sum[j * 4 + 0], sum[j * 4 + 1]);
-                store_pair<OUT>(C, N, r1, c, M, N, sum[j * 4 + 2], sum[j * 4 + 3]);
+                for (int j = 0; j < FN; j++) {
+                    store_pair_fast<OUT>(p0 + j * 8, sum[j * 4 + 0], sum[j * 4 + 1]);
+                    store_pair_fast<OUT>(p1 + j * 8, sum[j * 4 + 2], sum[j * 4 + 3]);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < FN; j++) {
+                    const int c = n0 + j * 8 + (lane % 4) * 2;
+                    store_pair<OUT>(C, N, r0, c, M, N, sum[j * 4 + 0], sum[j * 4 + 1]);
+                    store_pair<OUT>(C, N, r1, c, M, N, sum[j * 4 + 2], sum[j * 4 + 3]);
+                }
             }
         }
     }

@@ -17,10 +17,15 @@
 BT_NLAYOUT_FN int bt_nv_consumers(int bm) { return bm / 64; }
 BT_NLAYOUT_FN int bt_nv_threads(int bm) { return 128 * (bt_nv_consumers(bm) + 1); }
 
-/* Stages of A (BM x BK) and B (BN x BK) tiles, then a full and an empty mbarrier per stage. */
+/* Each stage's scales: BM activation scales of the stage's K block and up to four weight
+ * scales (a tile touches at most three weight-scale blocks; four keeps 16-byte alignment). */
+BT_NLAYOUT_FN long bt_nv_scale_bytes(int bm) { return 4L * bm + 16; }
+
+/* Stages of A (BM x BK) and B (BN x BK) tiles, then each stage's scales, then a full and an
+ * empty mbarrier per stage. */
 BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages)
 {
-    return (long)stages * ((long)bm * bk + (long)bn * bk) + 16L * stages + BT_NV_ALIGN;
+    return (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + 16L * stages + BT_NV_ALIGN;
 }
 
 /* fp32 registers per consumer thread for the running sum and the K-block partial. */
