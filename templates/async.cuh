@@ -104,6 +104,17 @@ __device__ __forceinline__ void cp_async_arrive(u32 bar)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// Named barrier `id` (1-15; 0 is __syncthreads) over `count` threads: named_sync waits until
+// `count` threads have synced or arrived; named_arrive counts the calling warp and goes on.
+__device__ __forceinline__ void named_sync(u32 id, u32 count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(u32 id, u32 count)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const tensor_map *map)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");

@@ -63,6 +63,18 @@ typedef typename mma::acc acc_t;
 // The scale warp's arrivals on a full barrier: one per lane, after its copies land.
 constexpr int SCALE_ARRIVALS = 32;
 
+// Two 16-bit outputs packed into one word, x0 in the low half (cvt packs its first source
+// into the high half).
+template <int O> __device__ __forceinline__ u32 pack_pair(float x0, float x1)
+{
+    u32 v;
+    if (O == 0)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
+    return v;
+}
+
 // store_pair for an in-range, pair-aligned p: one conversion of both values, one store.
 template <int O> __device__ __forceinline__ void store_pair_fast(typename out_type<O>::type *p, float x0, float x1)
 {
@@ -71,12 +83,25 @@ template <int O> __device__ __forceinline__ void store_pair_fast(typename out_ty
         f.x = x0, f.y = x1;
         *(float2 *)p = f;
     } else {
-        u32 v; // cvt packs its first source into the high half
-        if (O == 0)
-            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
-        else
-            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(x1), "f"(x0));
-        *(u32 *)p = v;
+        *(u32 *)p = pack_pair<O>(x0, x1);
+    }
+}
+
+// Lane q of a quad holds packed pair q of four 8-wide row pieces in v[0..3]; afterwards w holds
+// all four pairs of piece q, so the lane can store it as one 16-byte vector: a 4x4 transpose
+// over the quad, one xor-shuffle per other lane.
+__device__ __forceinline__ void quad_transpose(const u32 (&v)[4], u32 (&w)[4], int q)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        w[i] = v[i];
+#pragma unroll
+    for (int r = 1; r < 4; r++) {
+        const int p = q ^ r; // the partner needs my pair of piece p; I need its pair of piece q
+        const u32 got = __shfl_xor_sync(0xffffffffu, p == 0 ? v[0] : p == 1 ? v[1] : p == 2 ? v[2] : v[3], r);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w[i] = i == p ? got : w[i];
     }
 }
 
@@ -200,14 +225,21 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
         regs_alloc<CONSUMER_REGS>();
         const int warp = tid / 32, lane = tid % 32;
-        // Whole tiles store packed pairs without per-element checks when rows are pair-aligned.
+        // Whole tiles store without per-element checks when rows are pair-aligned, and 16-bit
+        // outputs as 16-byte vectors (whole 32-byte sectors) when rows are 16-byte aligned.
         const bool pairs = N % 2 == 0 && (u64)C % (2 * sizeof(out_t)) == 0;
+        const bool vec16 = OUT != 2 && N % 8 == 0 && (u64)C % 16 == 0;
         float sum[FN * 4];
         acc_t part[FN * 4];
 #pragma unroll
         for (int i = 0; i < FN * 4; i++)
             part[i] = 0;
         int stage = 0, phase = 0;
+        // Two consumer warpgroups take turns issuing wgmma (named barriers 1 and 2, the second
+        // one's first turn granted here), so one promotes its partial while the tensor cores
+        // run the other's instead of both finishing, and promoting, together.
+        if (NC == 2 && wg == 1)
+            named_arrive(1, 256);
         for (int u = cluster; u < units; u += clusters) {
             int tm, tn;
             tile_of(u, tiles_m, tiles_n, rank, tm, tn);
@@ -235,12 +267,16 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
                     b[i] = ld_shared_f32(ss + 4 * (BM + i));
+                if (NC == 2)
+                    named_sync(1 + wg, 256);
                 pin(part);
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < BK / 32; s++)
                     mma::run(part, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
                 wgmma_commit();
+                if (NC == 2)
+                    named_arrive(2 - wg, 256);
                 wgmma_wait<0>();
                 pin(part);
                 // The warpgroup's wgmma has finished reading the slot: release it in every CTA
@@ -269,7 +305,28 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             }
             // Epilogue straight from registers; the producer is already filling the next tile.
-            if (pairs && m0 + BM <= M && n0 + BN <= N) {
+            if (vec16 && m0 + BM <= M && n0 + BN <= N) {
+                // Pieces (r0, j), (r0, j+1), (r1, j), (r1, j+1): lane q of the quad stores piece q.
+                const int q = lane % 4;
+                out_t *p = C + (long)(q < 2 ? r0 : r1) * N + n0 + (q & 1) * 8;
+#pragma unroll
+                for (int j = 0; j + 1 < FN; j += 2) {
+                    const u32 v[4] = {pack_pair<OUT>(sum[j * 4 + 0], sum[j * 4 + 1]),
+                                      pack_pair<OUT>(sum[j * 4 + 4], sum[j * 4 + 5]),
+                                      pack_pair<OUT>(sum[j * 4 + 2], sum[j * 4 + 3]),
+                                      pack_pair<OUT>(sum[j * 4 + 6], sum[j * 4 + 7])};
+                    u32 w[4];
+                    quad_transpose(v, w, q);
+                    uint4 x;
+                    x.x = w[0], x.y = w[1], x.z = w[2], x.w = w[3];
+                    *(uint4 *)(p + j * 8) = x;
+                }
+                if (FN % 2) { // an odd last fragment: pairs
+                    out_t *p0 = C + (long)r0 * N + n0 + (FN - 1) * 8 + q * 2;
+                    store_pair_fast<OUT>(p0, sum[FN * 4 - 4], sum[FN * 4 - 3]);
+                    store_pair_fast<OUT>(p0 + 8L * N, sum[FN * 4 - 2], sum[FN * 4 - 1]);
+                }
+            } else if (pairs && m0 + BM <= M && n0 + BN <= N) {
                 out_t *p0 = C + (long)r0 * N + n0 + (lane % 4) * 2, *p1 = p0 + 8L * N;
 #pragma unroll
                 for (int j = 0; j < FN; j++) {
