@@ -33,7 +33,9 @@ constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
 // launch allocation (168 per thread for 384 threads, 232 for 256): the producer gives up what
 // the consumers take, 128 * (168 - 56) = 256 * (224 - 168) with two consumer warpgroups.
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = NC == 2 ? 224 : 232;
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM);
+// Two K-block partials: K block kb + 1's wgmma is issued before kb's partial is promoted.
+constexpr bool DOUBLE = bt_nv_double_partial(BM, BN);
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int S_BYTES = bt_nv_scale_bytes(BM); // one stage's scales: As[BM], then Bs[4]
 constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
@@ -230,10 +232,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         const bool pairs = N % 2 == 0 && (u64)C % (2 * sizeof(out_t)) == 0;
         const bool vec16 = OUT != 2 && N % 8 == 0 && (u64)C % 16 == 0;
         float sum[FN * 4];
-        acc_t part[FN * 4];
-#pragma unroll
-        for (int i = 0; i < FN * 4; i++)
-            part[i] = 0;
+        acc_t part0[FN * 4], part1[FN * 4]; // part1 only with DOUBLE
         int stage = 0, phase = 0;
         // Two consumer warpgroups take turns issuing wgmma (named barriers 1 and 2, the second
         // one's first turn granted here), so one promotes its partial while the tensor cores
@@ -257,51 +256,114 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             for (int i = 0; i < FN * 4; i++)
                 sum[i] = 0.f;
 
-            for (int kb = 0; kb < kblocks; kb++) {
-                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
+            // One K block's scales, read from its slot once the slot is full; they leave the
+            // slot before it is released.
+            struct scales {
+                float a0, a1, b[NBS];
+            };
+            auto wait_full = [&](scales &sc) {
                 const u32 ss = base + OFF_S + stage * S_BYTES;
                 mbar_wait(full0 + 8 * stage, phase);
-                // The scales leave the slot before it is released below.
-                const float a0 = ld_shared_f32(ss + 4 * row), a1 = ld_shared_f32(ss + 4 * (row + 8));
-                float b[NBS];
+                sc.a0 = ld_shared_f32(ss + 4 * row), sc.a1 = ld_shared_f32(ss + 4 * (row + 8));
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
-                    b[i] = ld_shared_f32(ss + 4 * (BM + i));
+                    sc.b[i] = ld_shared_f32(ss + 4 * (BM + i));
+            };
+            // Issues this stage's K block into P, in this warpgroup's turn.
+            auto issue = [&](acc_t(&P)[FN * 4]) {
+                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
                 if (NC == 2)
                     named_sync(1 + wg, 256);
-                pin(part);
+                pin(P);
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < BK / 32; s++)
-                    mma::run(part, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
+                    mma::run(P, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
                 wgmma_commit();
                 if (NC == 2)
                     named_arrive(2 - wg, 256);
-                wgmma_wait<0>();
-                pin(part);
-                // The warpgroup's wgmma has finished reading the slot: release it in every CTA
-                // of the cluster (each one's producer multicasts into all of them).
+            };
+            // The warpgroup's wgmma has finished reading slot st: release it in every CTA of
+            // the cluster (each one's producer multicasts into all of them).
+            auto release = [&](int st) {
                 if (tid == 0) {
                     if (CLUSTER > 1)
                         for (int r = 0; r < CLUSTER; r++)
-                            mbar_arrive_cluster(empty0 + 8 * stage, (u32)r);
+                            mbar_arrive_cluster(empty0 + 8 * st, (u32)r);
                     else
-                        mbar_arrive(empty0 + 8 * stage);
+                        mbar_arrive(empty0 + 8 * st);
                 }
+            };
+            auto advance = [&]() {
                 if (++stage == STAGES)
                     stage = 0, phase ^= 1;
+            };
+            // sum += P * As[row, kb] * Bs[the column's block, kb].
+            auto promote = [&](acc_t(&P)[FN * 4], const scales &sc) {
                 float top_s[NBS], bot_s[NBS];
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
-                    top_s[i] = a0 * b[i], bot_s[i] = a1 * b[i];
+                    top_s[i] = sc.a0 * sc.b[i], bot_s[i] = sc.a1 * sc.b[i];
 #pragma unroll
                 for (int j = 0; j < FN; j++) {
                     const int w = (int)(which >> (2 * j)) & 3;
                     const float top = pick(top_s, w), bot = pick(bot_s, w);
-                    sum[j * 4 + 0] += (float)part[j * 4 + 0] * top;
-                    sum[j * 4 + 1] += (float)part[j * 4 + 1] * top;
-                    sum[j * 4 + 2] += (float)part[j * 4 + 2] * bot;
-                    sum[j * 4 + 3] += (float)part[j * 4 + 3] * bot;
+                    sum[j * 4 + 0] += (float)P[j * 4 + 0] * top;
+                    sum[j * 4 + 1] += (float)P[j * 4 + 1] * top;
+                    sum[j * 4 + 2] += (float)P[j * 4 + 2] * bot;
+                    sum[j * 4 + 3] += (float)P[j * 4 + 3] * bot;
+                }
+            };
+
+            if constexpr (!DOUBLE) {
+                for (int kb = 0; kb < kblocks; kb++) {
+                    scales sc;
+                    wait_full(sc);
+                    issue(part0);
+                    wgmma_wait<0>();
+                    pin(part0);
+                    release(stage);
+                    advance();
+                    promote(part0, sc);
+                }
+            } else {
+                // K block kb is in flight in one partial while kb - 1 is promoted from the
+                // other; unrolled by two so that each partial is a fixed register array.
+                scales prev, next;
+                int prev_stage = stage;
+                // Waits for the older wgmma group in flight (the only one if last), frees its
+                // slot and promotes its partial.
+                auto finish = [&](acc_t(&P)[FN * 4], bool last) {
+                    if (last)
+                        wgmma_wait<0>();
+                    else
+                        wgmma_wait<1>();
+                    pin(P);
+                    release(prev_stage);
+                    promote(P, prev);
+                };
+                wait_full(prev);
+                issue(part0);
+                advance();
+                for (int kb = 1;; kb += 2) {
+                    if (kb == kblocks) {
+                        finish(part0, true);
+                        break;
+                    }
+                    wait_full(next);
+                    issue(part1);
+                    finish(part0, false);
+                    prev = next, prev_stage = stage;
+                    advance();
+                    if (kb + 1 == kblocks) {
+                        finish(part1, true);
+                        break;
+                    }
+                    wait_full(next);
+                    issue(part0);
+                    finish(part1, false);
+                    prev = next, prev_stage = stage;
+                    advance();
                 }
             }
             // Epilogue straight from registers; the producer is already filling the next tile.

@@ -28,7 +28,17 @@ BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages)
     return (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + 16L * stages + BT_NV_ALIGN;
 }
 
-/* fp32 registers per consumer thread for the running sum and the K-block partial. */
-BT_NLAYOUT_FN int bt_nv_acc_regs(int bn) { return bn; }
+/* Registers per consumer thread after setmaxnreg (native.cuh says how they are split). */
+BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm) { return bm / 64 == 2 ? 224 : 232; }
+
+/* A consumer thread holds BN / 2 fp32 of running sum and BN / 2 of K-block partial, and a
+ * second partial, so the next K block's wgmma runs while this one is promoted, where the
+ * registers allow it. Beyond the accumulators: addresses, scales and counters, and with one
+ * partial the epilogue's temporaries too (ptxas spills above these counts). */
+BT_NLAYOUT_FN int bt_nv_double_partial(int bm, int bn) { return 3 * bn / 2 + 32 <= bt_nv_consumer_regs(bm); }
+BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn)
+{
+    return bt_nv_double_partial(bm, bn) ? 3 * bn / 2 + 32 : bn + 64;
+}
 
 #endif

@@ -31,11 +31,19 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 
 // The compiler does not know that wgmma writes the accumulators asynchronously; pinning them
 // here keeps it from moving their reads across wgmma_wait or their writes across wgmma_fence.
-template <typename T, int N> __device__ __forceinline__ void pin(T (&d)[N])
+// The constraint matches the type: punning a float through "+r" makes the compiler copy every
+// accumulator into integer registers, reads that ptxas answers by serializing wgmma.
+template <int N> __device__ __forceinline__ void pin(float (&d)[N])
 {
 #pragma unroll
     for (int i = 0; i < N; i++)
-        asm volatile("" : "+r"(*(u32 *)&d[i])::"memory");
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void pin(int (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
 }
 
 // "%0, %1, ..., %(R-1)" for R accumulator registers, R a multiple of 4.

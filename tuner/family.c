@@ -201,6 +201,10 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
         snprintf(why, n, "BLOCK_SIZE_N %d and block_n %d must be multiples of 8", bn, v->block_n);
         return BT_REJ_SHAPE;
     }
+    if (v->in == BT_IN_INT8 && bn > 32 && bn % 16 != 0) {
+        snprintf(why, n, "INT8 wgmma takes BLOCK_SIZE_N 8, 16, 24, 32 or a multiple of 16, not %d", bn);
+        return BT_REJ_SHAPE;
+    }
     if (bn % (8 * p[NV_CLUSTER]) != 0) {
         snprintf(why, n, "BLOCK_SIZE_N %d does not split into %d multicast shares of whole 8-row groups", bn,
                  p[NV_CLUSTER]);
@@ -211,9 +215,9 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
                  v->block_n);
         return BT_REJ_SHAPE;
     }
-    if (bt_nv_acc_regs(bn) > 192) {
-        snprintf(why, n, "BLOCK_SIZE_N %d needs %d accumulator registers per consumer thread, over 192", bn,
-                 bt_nv_acc_regs(bn));
+    if (bt_nv_consumer_need(bm, bn) > bt_nv_consumer_regs(bm)) {
+        snprintf(why, n, "BLOCK_SIZE_N %d needs %d registers per consumer thread, BLOCK_SIZE_M %d leaves %d", bn,
+                 bt_nv_consumer_need(bm, bn), bm, bt_nv_consumer_regs(bm));
         return BT_REJ_REGS;
     }
     long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s);
@@ -269,6 +273,8 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
     if (M <= 64) {
         long want = (N + sms - 1) / sms;
         bn = (int)((want + 7) / 8 * 8);
+        if (bn > 32) /* a width INT8 wgmma takes too */
+            bn = (bn + 15) / 16 * 16;
         bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
     }
     int stages = 8;
