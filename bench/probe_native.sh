@@ -16,6 +16,7 @@ parameters:
   num_stages: [6]
   GROUP_SIZE_M: [8]
   CLUSTER_M: [1, 2]
+  SPLIT_K: [1]
 Y
 rm -rf /tmp/probe-cache
 build/tune --family native --space "$space" --N 24576 --K 7168 --dry-run --arch sm_90a \

@@ -16,6 +16,7 @@ parameters:
   num_stages: [$S]
   GROUP_SIZE_M: [8]
   CLUSTER_M: [$CL]
+  SPLIT_K: [${SPLIT:-1}]
 Y
 ncu --clock-control none --target-processes all --kernel-name bt_native_gemm --launch-skip 2 \
     --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \

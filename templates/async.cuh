@@ -97,6 +97,41 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
                  : "memory");
 }
 
+// The address of the shared-memory word at `addr` in cluster CTA `rank` (distributed shared
+// memory), for st_cluster and the .shared::cluster barrier operations.
+__device__ __forceinline__ u32 map_cluster(u32 addr, u32 rank)
+{
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ void st_cluster_f32(u32 addr, float v)
+{
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+
+// Arrives on the barrier at `bar` in cluster CTA `rank`, releasing this thread's earlier
+// writes (and reads) at cluster scope: what the waiter acquires is data.
+__device__ __forceinline__ void mbar_arrive_cluster_release(u32 bar, u32 rank)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(map_cluster(bar, rank))
+                 : "memory");
+}
+
+// mbar_wait that acquires, at cluster scope, what the arrivals released.
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "wait_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
 // Counts one arrival on bar once every cp.async this thread issued before has landed; the
 // barrier's expected count must include it (.noinc).
 __device__ __forceinline__ void cp_async_arrive(u32 bar)

@@ -7,7 +7,11 @@
 //   BT_BM / 64 consumer warpgroups, each computing a 64 x BT_BN slab with wgmma;
 // - clusters of BT_CLUSTER CTAs on vertically adjacent tiles share each B tile: every CTA loads
 //   1/BT_CLUSTER of its rows and multicasts them to all, which divides the B traffic from L2
-//   (the limit for large tiles) by the cluster size;
+//   by the cluster size;
+// - or split-K for small M, where too few tiles leave SMs idle: a cluster of BT_SPLIT CTAs
+//   shares one tile, each walks 1/BT_SPLIT of the K blocks, and the others store their fp32
+//   partial tiles into the first one's shared memory (distributed shared memory), which adds
+//   them up and writes C: no workspace, no atomics;
 // - the block scales: every K block's wgmma partial is promoted into the fp32 sum times
 //   As[m, kb] * Bs[n / QBN, kb]; a second producer warp copies each stage's scales into shared
 //   memory beside its tiles, so the consumers never wait on a global load;
@@ -16,7 +20,8 @@
 //
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
-// 2), BT_QBN, BT_QBK (the K step; 64 or 128), BT_IN_INT8, BT_OUT.
+// 2), BT_SPLIT (1, 2 or 4; not with BT_CLUSTER 2), BT_QBN, BT_QBK (the K step; 64 or 128),
+// BT_IN_INT8, BT_OUT.
 #include "async.cuh"
 #include "common.cuh"
 #include "native_layout.h"
@@ -25,7 +30,8 @@
 namespace bt {
 namespace native {
 
-constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = BT_CLUSTER;
+constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = BT_CLUSTER, SPLIT = BT_SPLIT;
+constexpr int CTAS = CLUSTER * SPLIT; // CTAs per cluster
 constexpr int QBN = BT_QBN, BK = BT_QBK;
 constexpr bool INT8 = BT_IN_INT8;
 constexpr int OUT = BT_OUT;
@@ -48,15 +54,19 @@ static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
 static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
 static_assert(QBN % 8 == 0, "a thread's column pair shares a weight-scale block");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
+static_assert((SPLIT == 1 || SPLIT == 2 || SPLIT == 4) && (SPLIT == 1 || CLUSTER == 1), "split-K");
 // Each stage's tiles, and each CTA's share of a multicast B tile, start on a whole swizzle
 // pattern (8 rows).
 static_assert(A_BYTES % 1024 == 0 && B_SHARE % 8 == 0, "tile alignment");
 
-// Shared memory: A slots, B slots, scale slots, then the full and empty barrier of each slot.
+// Shared memory: A slots, B slots, scale slots, split-K slots, then the full and empty barrier
+// of each slot and the split-K barriers (partials arrived, in the first CTA; slot free, in the
+// others).
 constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_S = STAGES * STAGE_BYTES;
-constexpr int OFF_BAR = OFF_S + STAGES * S_BYTES;
-static_assert(OFF_BAR + 16 * STAGES + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES),
+constexpr int OFF_R = OFF_S + STAGES * S_BYTES, OFF_BAR = OFF_R + (int)bt_nv_reduce_bytes(BM, BN, SPLIT);
+static_assert(OFF_BAR + 16 * STAGES + 16 + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES, SPLIT),
               "layout and the tuner's formula disagree");
+constexpr int SLOT_FLOATS = BM * BN; // one partial tile, in consumer-thread order
 
 typedef typename out_type<OUT>::type out_t;
 typedef wgmma<INT8, BN> mma;
@@ -123,11 +133,19 @@ template <int N> __device__ __forceinline__ float pick(const float (&v)[N], int 
 // The cluster's unit of work u covers tile rows CLUSTER*um .. and tile column un; CTA `rank`
 // takes row CLUSTER*um + rank (past the last row when tiles_m is not a multiple: that CTA
 // still loads and multicasts its share of B, and stores nothing).
+// With split-K every CTA of the cluster takes the same tile (rank 0 here).
 __device__ __forceinline__ void tile_of(int u, int tiles_m, int tiles_n, int rank, int &tm, int &tn)
 {
     int units_m = (tiles_m + CLUSTER - 1) / CLUSTER, um;
     grouped_tile(u, units_m, tiles_n, GM, um, tn);
     tm = um * CLUSTER + rank;
+}
+
+// The K blocks split-K rank r walks: [r * kblocks / SPLIT, (r + 1) * kblocks / SPLIT), possibly
+// none when there are fewer K blocks than CTAs.
+__device__ __forceinline__ void k_range(int kblocks, int r, int &kb0, int &kb1)
+{
+    kb0 = r * kblocks / SPLIT, kb1 = (r + 1) * kblocks / SPLIT;
 }
 
 } // namespace native
@@ -150,21 +168,29 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     extern __shared__ u8 dyn[];
     const u32 base = smem_addr(dyn + ((BT_NV_ALIGN - smem_addr(dyn) % BT_NV_ALIGN) % BT_NV_ALIGN));
     const u32 full0 = base + OFF_BAR, empty0 = full0 + 8 * STAGES;
+    const u32 reduced = empty0 + 8 * STAGES, slot_free = reduced + 8;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;
-    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+    const int crank = CTAS > 1 ? (int)cluster_rank() : 0;
+    const int rank = CLUSTER > 1 ? crank : 0, krank = SPLIT > 1 ? crank : 0;
+    const int cluster = blockIdx.x / CTAS, clusters = gridDim.x / CTAS;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int units = (tiles_m + CLUSTER - 1) / CLUSTER * tiles_n;
     const int kblocks = (K + BK - 1) / BK, ksc = kblocks;
+    int kb0, kb1;
+    k_range(kblocks, krank, kb0, kb1);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full0 + 8 * s, 1 + SCALE_ARRIVALS); // TMA expect_tx (+ bytes), scale warp
             mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
         }
+        if (SPLIT > 1) { // (an mbarrier of count 0 is invalid: ptxas crashes on one)
+            mbar_init(reduced, (SPLIT - 1) * NC * 128); // every consumer thread of the other CTAs
+            mbar_init(slot_free, NC * 128);             // every consumer thread of the first CTA
+        }
         mbar_fence_init();
     }
-    if (CLUSTER > 1)
+    if (CTAS > 1)
         cluster_sync();
     else
         __syncthreads();
@@ -180,7 +206,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
                 tile_of(u, tiles_m, tiles_n, rank, tm, tn);
-                for (int kb = 0; kb < kblocks; kb++) {
+                for (int kb = kb0; kb < kb1; kb++) {
                     // Free in every CTA of the cluster: the multicast below writes them all.
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
                     const u32 full = full0 + 8 * stage, sb = base + OFF_B + stage * B_BYTES;
@@ -205,7 +231,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 int tm, tn;
                 tile_of(u, tiles_m, tiles_n, rank, tm, tn);
                 const int nb0 = tn * BN / QBN;
-                for (int kb = 0; kb < kblocks; kb++) {
+                for (int kb = kb0; kb < kb1; kb++) {
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
                     const u32 ss = base + OFF_S + stage * S_BYTES;
 #pragma unroll
@@ -233,7 +259,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         const bool vec16 = OUT != 2 && N % 8 == 0 && (u64)C % 16 == 0;
         float sum[FN * 4];
         acc_t part0[FN * 4], part1[FN * 4]; // part1 only with DOUBLE
-        int stage = 0, phase = 0;
+        int stage = 0, phase = 0, red_phase = 0;
         // Two consumer warpgroups take turns issuing wgmma (named barriers 1 and 2, the second
         // one's first turn granted here), so one promotes its partial while the tensor cores
         // run the other's instead of both finishing, and promoting, together.
@@ -315,8 +341,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             };
 
+            const int nk = kb1 - kb0; // this CTA's K blocks of the tile
             if constexpr (!DOUBLE) {
-                for (int kb = 0; kb < kblocks; kb++) {
+                for (int kb = 0; kb < nk; kb++) {
                     scales sc;
                     wait_full(sc);
                     issue(part0);
@@ -342,29 +369,56 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     release(prev_stage);
                     promote(P, prev);
                 };
-                wait_full(prev);
-                issue(part0);
-                advance();
-                for (int kb = 1;; kb += 2) {
-                    if (kb == kblocks) {
-                        finish(part0, true);
-                        break;
-                    }
-                    wait_full(next);
-                    issue(part1);
-                    finish(part0, false);
-                    prev = next, prev_stage = stage;
-                    advance();
-                    if (kb + 1 == kblocks) {
-                        finish(part1, true);
-                        break;
-                    }
-                    wait_full(next);
+                if (nk > 0) {
+                    wait_full(prev);
                     issue(part0);
-                    finish(part1, false);
-                    prev = next, prev_stage = stage;
                     advance();
+                    for (int kb = 1;; kb += 2) {
+                        if (kb == nk) {
+                            finish(part0, true);
+                            break;
+                        }
+                        wait_full(next);
+                        issue(part1);
+                        finish(part0, false);
+                        prev = next, prev_stage = stage;
+                        advance();
+                        if (kb + 1 == nk) {
+                            finish(part1, true);
+                            break;
+                        }
+                        wait_full(next);
+                        issue(part0);
+                        finish(part1, false);
+                        prev = next, prev_stage = stage;
+                        advance();
+                    }
                 }
+            }
+            if (SPLIT > 1) {
+                // Slot krank - 1 of the first CTA holds this CTA's partial tile, thread-major so
+                // that a warp's stores and loads are consecutive words.
+                auto slot = [&](int r, int i) {
+                    return base + OFF_R + 4 * ((r - 1) * SLOT_FLOATS + (wg * FN * 4 + i) * 128 + tid);
+                };
+                if (krank > 0) {
+                    mbar_wait_cluster(slot_free, red_phase ^ 1); // the first CTA read the last one
+                    const u32 dst = map_cluster(slot(krank, 0), 0); // the window is contiguous
+#pragma unroll
+                    for (int i = 0; i < FN * 4; i++)
+                        st_cluster_f32(dst + 4 * 128 * i, sum[i]);
+                    mbar_arrive_cluster_release(reduced, 0);
+                    red_phase ^= 1;
+                    continue; // the first CTA stores the tile
+                }
+                mbar_wait_cluster(reduced, red_phase);
+                for (int r = 1; r < SPLIT; r++)
+#pragma unroll
+                    for (int i = 0; i < FN * 4; i++)
+                        sum[i] += ld_shared_f32(slot(r, i));
+                for (int r = 1; r < SPLIT; r++)
+                    mbar_arrive_cluster_release(slot_free, (u32)r);
+                red_phase ^= 1;
             }
             // Epilogue straight from registers; the producer is already filling the next tile.
             if (vec16 && m0 + BM <= M && n0 + BN <= N) {
@@ -405,8 +459,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             }
         }
     }
-    // No CTA may leave while a peer can still arrive on its barriers or multicast into it.
-    if (CLUSTER > 1) {
+    // No CTA may leave while a peer can still arrive on its barriers or write into it.
+    if (CTAS > 1) {
         __syncwarp(); // the cluster barrier is .aligned: the producer's warp must reconverge
         cluster_sync();
     }

@@ -21,11 +21,16 @@ BT_NLAYOUT_FN int bt_nv_threads(int bm) { return 128 * (bt_nv_consumers(bm) + 1)
  * scales (a tile touches at most three weight-scale blocks; four keeps 16-byte alignment). */
 BT_NLAYOUT_FN long bt_nv_scale_bytes(int bm) { return 4L * bm + 16; }
 
-/* Stages of A (BM x BK) and B (BN x BK) tiles, then each stage's scales, then a full and an
- * empty mbarrier per stage. */
-BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages)
+/* With split-K over a cluster of `split` CTAs, the first one receives the others' fp32 partial
+ * tiles: (split - 1) BM x BN slots. */
+BT_NLAYOUT_FN long bt_nv_reduce_bytes(int bm, int bn, int split) { return (long)(split - 1) * bm * bn * 4; }
+
+/* Stages of A (BM x BK) and B (BN x BK) tiles, then each stage's scales, the split-K slots,
+ * a full and an empty mbarrier per stage, and the two split-K mbarriers. */
+BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages, int split)
 {
-    return (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + 16L * stages + BT_NV_ALIGN;
+    return (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + bt_nv_reduce_bytes(bm, bn, split) +
+           16L * stages + 16 + BT_NV_ALIGN;
 }
 
 /* Registers per consumer thread after setmaxnreg (native.cuh says how they are split). */

@@ -269,7 +269,7 @@ TEST(gpu_native_space_verified)
     gpu_fixture fx;
     if (open_gpu(t, &fx))
         return;
-    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
+    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
                                &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
         close_gpu(&fx);
         SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);

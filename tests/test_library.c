@@ -78,7 +78,7 @@ TEST(gpu_library_dispatch_and_graph_capture)
     write_config(t, dir, &bt_family_classic, g.info.name, N, K, 16, (int[]){16, 64, 128, 1, 4, 3});
     write_config(t, dir, &bt_family_classic, g.info.name, N, K, 256, (int[]){128, 64, 128, 8, 8, 3});
     if (sm90a)
-        write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1});
+        write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1});
 
     blocktune *bt = NULL;
     blocktune_options opt = {.config_dir = dir, .cache_dir = cache};

@@ -170,7 +170,7 @@ const bt_family bt_family_classic = {
 
 /* ---- native: TMA + wgmma, warp-specialized and persistent (sm_90a) ---- */
 
-enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_NPARAM };
+enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_SPLIT, NV_NPARAM };
 
 static const bt_param_def native_params[NV_NPARAM] = {
     {"BLOCK_SIZE_M", 1, 64, 128, "rows of C per tile: 64 per consumer warpgroup"},
@@ -178,6 +178,7 @@ static const bt_param_def native_params[NV_NPARAM] = {
     {"num_stages", 0, 1, 16, "TMA ring depth"},
     {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
     {"CLUSTER_M", 1, 1, 2, "CTAs on adjacent row tiles sharing each B tile by TMA multicast"},
+    {"SPLIT_K", 1, 1, 4, "CTAs of a cluster sharing one tile's K blocks, reduced in shared memory"},
 };
 
 static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
@@ -205,6 +206,11 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
         snprintf(why, n, "INT8 wgmma takes BLOCK_SIZE_N 8, 16, 24, 32 or a multiple of 16, not %d", bn);
         return BT_REJ_SHAPE;
     }
+    if (p[NV_CLUSTER] > 1 && p[NV_SPLIT] > 1) {
+        snprintf(why, n, "CLUSTER_M %d and SPLIT_K %d: a cluster either shares B tiles or splits K", p[NV_CLUSTER],
+                 p[NV_SPLIT]);
+        return BT_REJ_SHAPE;
+    }
     if (bn % (8 * p[NV_CLUSTER]) != 0) {
         snprintf(why, n, "BLOCK_SIZE_N %d does not split into %d multicast shares of whole 8-row groups", bn,
                  p[NV_CLUSTER]);
@@ -220,7 +226,7 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
                  bt_nv_consumer_need(bm, bn), bm, bt_nv_consumer_regs(bm));
         return BT_REJ_REGS;
     }
-    long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s);
+    long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s, p[NV_SPLIT]);
     if (smem > t->smem_optin) {
         snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch, t->smem_optin);
         return BT_REJ_SMEM;
@@ -231,7 +237,7 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
 
 static size_t native_smem(const bt_cand *c, const bt_variant *v)
 {
-    return (size_t)bt_nv_smem_bytes(c->v[NV_BM], c->v[NV_BN], v->block_k, c->v[NV_STAGES]);
+    return (size_t)bt_nv_smem_bytes(c->v[NV_BM], c->v[NV_BN], v->block_k, c->v[NV_STAGES], c->v[NV_SPLIT]);
 }
 
 static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size_t n)
@@ -239,10 +245,10 @@ static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size
     const int *p = c->v;
     return bt_sprintf(buf, n,
                       "#define BT_BM %d\n#define BT_BN %d\n#define BT_STAGES %d\n#define BT_GM %d\n"
-                      "#define BT_CLUSTER %d\n#define BT_QBN %d\n#define BT_QBK %d\n#define BT_IN_INT8 %d\n"
-                      "#define BT_OUT %d\n",
-                      p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], p[NV_CLUSTER], v->block_n, v->block_k,
-                      v->in == BT_IN_INT8, (int)v->out);
+                      "#define BT_CLUSTER %d\n#define BT_SPLIT %d\n#define BT_QBN %d\n#define BT_QBK %d\n"
+                      "#define BT_IN_INT8 %d\n#define BT_OUT %d\n",
+                      p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], p[NV_CLUSTER], p[NV_SPLIT], v->block_n,
+                      v->block_k, v->in == BT_IN_INT8, (int)v->out);
 }
 
 static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M, long N,
@@ -250,14 +256,14 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
 {
     (void)K;
     const int *p = c->v;
-    int cl = p[NV_CLUSTER];
+    int cl = p[NV_CLUSTER], ctas = cl * p[NV_SPLIT];
     long tiles_m = (M + p[NV_BM] - 1) / p[NV_BM], tiles_n = (N + p[NV_BN] - 1) / p[NV_BN];
-    long units = (tiles_m + cl - 1) / cl * tiles_n, slots = (t->sm_count > 0 ? t->sm_count : 132) / cl;
+    long units = (tiles_m + cl - 1) / cl * tiles_n, slots = (t->sm_count > 0 ? t->sm_count : 132) / ctas;
     memset(out, 0, sizeof *out);
     /* Persistent: one cluster per unit of work, at most as many as fit on the SMs. */
-    out->grid[0] = (unsigned)((units < slots ? units : slots) * cl), out->grid[1] = out->grid[2] = 1;
+    out->grid[0] = (unsigned)((units < slots ? units : slots) * ctas), out->grid[1] = out->grid[2] = 1;
     out->block[0] = (unsigned)bt_nv_threads(p[NV_BM]), out->block[1] = out->block[2] = 1;
-    out->cluster[0] = (unsigned)cl, out->cluster[1] = out->cluster[2] = 1;
+    out->cluster[0] = (unsigned)ctas, out->cluster[1] = out->cluster[2] = 1;
     out->smem = native_smem(c, v);
     out->tile_m = p[NV_BM], out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
 }
@@ -278,10 +284,10 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
         bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
     }
     int stages = 8;
-    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages) > (t->smem_optin ? t->smem_optin : 232448))
+    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
-    out->v[NV_CLUSTER] = 1;
+    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1;
 }
 
 const bt_family bt_family_native = {
