@@ -176,6 +176,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int units = (tiles_m + CLUSTER - 1) / CLUSTER * tiles_n;
     const int kblocks = (K + BK - 1) / BK, ksc = kblocks;
+    const int a_bytes = bt_nv_a_rows(BM, M) * BK; // what one A copy brings
     int kb0, kb1;
     k_range(kblocks, krank, kb0, kb1);
 
@@ -210,7 +211,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     // Free in every CTA of the cluster: the multicast below writes them all.
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
                     const u32 full = full0 + 8 * stage, sb = base + OFF_B + stage * B_BYTES;
-                    mbar_expect_tx(full, STAGE_BYTES); // out-of-range rows still land, as zeros
+                    mbar_expect_tx(full, a_bytes + B_BYTES); // out-of-range rows land as zeros
                     tma_load_2d(base + OFF_A + stage * A_BYTES, &tmA, kb * BK, tm * BM, full);
                     if (CLUSTER > 1)
                         tma_load_2d_multicast(sb + rank * B_SHARE * BK, &tmB, kb * BK, tn * BN + rank * B_SHARE,

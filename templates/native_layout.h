@@ -13,6 +13,13 @@
  * shared-memory base is aligned up by hand, hence one extra KiB. */
 #define BT_NV_ALIGN 1024
 
+/* Rows of A one TMA copy brings per stage: the whole tile, except that when all of M fits in
+ * one tile only M rounded up to the 8-row swizzle pattern comes (the host encodes the tensor
+ * map's box with the same rule). Small-M GEMMs then do not move zero-filled rows through the
+ * TMA unit; wgmma still reads the tile's other rows, whatever the slot held, into
+ * accumulator rows that are never stored. */
+BT_NLAYOUT_FN int bt_nv_a_rows(int bm, long m) { return m >= bm ? bm : (int)((m + 7) / 8 * 8); }
+
 /* Consumer warpgroups: one per 64-row slab of the tile; one producer warpgroup more. */
 BT_NLAYOUT_FN int bt_nv_consumers(int bm) { return bm / 64; }
 BT_NLAYOUT_FN int bt_nv_threads(int bm) { return 128 * (bt_nv_consumers(bm) + 1); }

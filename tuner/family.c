@@ -265,7 +265,7 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     out->block[0] = (unsigned)bt_nv_threads(p[NV_BM]), out->block[1] = out->block[2] = 1;
     out->cluster[0] = (unsigned)ctas, out->cluster[1] = out->cluster[2] = 1;
     out->smem = native_smem(c, v);
-    out->tile_m = p[NV_BM], out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
+    out->tile_m = bt_nv_a_rows(p[NV_BM], M), out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
 }
 
 /* Without a config: small M streams the weights, so tiles of 64 rows and as many column tiles
