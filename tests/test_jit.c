@@ -172,6 +172,48 @@ TEST(jit_reports_registers_and_spills)
     bt_jit_close(j);
 }
 
+TEST(jit_log_problem_is_serialized_wgmma)
+{
+    CHECK(bt_jit_log_problem(NULL) == NULL);
+    CHECK(bt_jit_log_problem("ptxas info    : Used 168 registers, used 16 barriers\n") == NULL);
+    const char *log = "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+                      "serialized due to non wgmma instructions reading accumulator registers\n";
+    const char *why = bt_jit_log_problem(log);
+    CHECK(why != NULL);
+    if (why)
+        CHECK(strncmp(why, "wgmma.mma_async instructions are serialized", 43) == 0);
+}
+
+/* Representative native candidates compile for sm_90a without spills and without ptxas
+ * serializing their wgmma: two K-block partials, one partial, a multicast cluster, split-K. */
+TEST(jit_native_candidates_compile_clean)
+{
+    bt_jit *j = open_jit(t, cache_dir("native"), "sm_90a");
+    if (!j)
+        return;
+    static const int cands[][7] = {{128, 128, 6, 8, 1, 1}, {128, 144, 4, 8, 1, 1}, {128, 128, 4, 8, 2, 1},
+                                   {64, 32, 12, 8, 1, 4}};
+    static const bt_variant vars[] = {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, {BT_IN_INT8, BT_OUT_F32, 128, 128}};
+    enum { NC = sizeof cands / sizeof cands[0], NV = sizeof vars / sizeof vars[0] };
+    bt_jit_job jobs[NC * NV];
+    memset(jobs, 0, sizeof jobs);
+    for (int v = 0; v < NV; v++)
+        for (int c = 0; c < NC; c++) {
+            bt_cand cand = {{0}};
+            memcpy(cand.v, cands[c], sizeof cands[c]);
+            jobs[v * NC + c].source = bt_jit_source(&bt_family_native, &cand, &vars[v], NULL);
+        }
+    CHECK_EQ(run1(j, jobs, NC * NV, 2), 0);
+    for (int i = 0; i < NC * NV; i++) {
+        if (jobs[i].status != BT_JIT_COMPILED)
+            bt_check_fail(t, __FILE__, __LINE__, "candidate %d: %.300s", i, jobs[i].log ? jobs[i].log : "");
+        CHECK_EQ(jobs[i].spill_bytes, 0);
+        free((char *)jobs[i].source);
+        bt_jit_job_clear(&jobs[i]);
+    }
+    bt_jit_close(j);
+}
+
 /* Replaces a cache file's contents (the cubin or its sidecar). */
 static void clobber(const char *path, const char *text, size_t len)
 {

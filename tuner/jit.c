@@ -320,6 +320,11 @@ static char *nvrtc_message(const char *call, nvrtcResult r, const char *log)
     return s;
 }
 
+const char *bt_jit_log_problem(const char *log)
+{
+    return log ? strstr(log, "wgmma.mma_async instructions are serialized") : NULL;
+}
+
 /* Compiles one job; on success *cubin holds the binary (caller frees). */
 static int compile(const bt_jit *j, bt_jit_job *job, char **cubin, size_t *len)
 {
@@ -340,6 +345,15 @@ static int compile(const bt_jit *j, bt_jit_job *job, char **cubin, size_t *len)
         job->log = r == NVRTC_ERROR_COMPILATION ? log : nvrtc_message("nvrtcCompileProgram", r, log);
         if (job->log == log)
             log = NULL;
+        goto out;
+    }
+    const char *why = bt_jit_log_problem(log);
+    if (why) {
+        const char *end = strchr(why, '\n');
+        size_t n = end ? (size_t)(end - why) : strlen(why);
+        size_t size = n + 96;
+        job->log = bt_xmalloc(size);
+        snprintf(job->log, size, "ptxas: %.*s (the kernel would run far below its design)", (int)n, why);
         goto out;
     }
     if ((r = nvrtcGetCUBINSize(prog, len)) != NVRTC_SUCCESS) {
