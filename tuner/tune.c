@@ -249,7 +249,8 @@ static void print_dry_table(run *r)
 typedef struct {
     size_t cand;
     double us;
-    int pruned; /* timed by one replay only */
+    int pruned;  /* timed by one replay only */
+    int retimed; /* a finalist: its time is the median of the interleaved re-timing */
 } timed;
 
 typedef struct {
@@ -370,7 +371,7 @@ static void account(batch_result *b, const bt_result *res, size_t i)
         if (!pruned && (b->best < 0 || res->us < b->best_us))
             b->best = (long)i, b->best_us = res->us, b->best_err = res->rel_err;
         b->all = bt_xrealloc(b->all, sizeof *b->all * (b->nall + 1));
-        b->all[b->nall++] = (timed){i, res->us, pruned};
+        b->all[b->nall++] = (timed){i, res->us, pruned, 0};
     } else if (res->status == BT_RES_WRONG) {
         b->wrong++;
     } else {
@@ -419,13 +420,15 @@ static void print_top(run *r, const batch_result *br)
 {
     for (int b = 0; b < r->nbatch; b++) {
         qsort(br[b].all, br[b].nall, sizeof *br[b].all, cmp_timed);
-        printf("  M=%ld, fastest %d of %zu verified:\n", r->batch[b],
-               r->o->top < (int)br[b].nall ? r->o->top : (int)br[b].nall, br[b].nall);
+        printf("  M=%ld, fastest %d of %zu verified (finalists re-timed; the others' times are from the "
+               "first pass, seconds apart):\n",
+               r->batch[b], r->o->top < (int)br[b].nall ? r->o->top : (int)br[b].nall, br[b].nall);
         for (size_t k = 0; k < br[b].nall && (int)k < r->o->top; k++) {
             char desc[128];
-            cand_csv(r, &r->cands[br[b].all[k].cand].cand, desc, sizeof desc);
-            printf("    %-34s %9.2f us  %.3fx the best%s\n", desc, br[b].all[k].us, br[b].all[k].us / br[b].best_us,
-                   br[b].all[k].pruned ? "  (one replay: pruned)" : "");
+            const timed *x = &br[b].all[k];
+            cand_csv(r, &r->cands[x->cand].cand, desc, sizeof desc);
+            printf("    %-34s %9.2f us  %.3fx the best%s\n", desc, x->us, x->us / br[b].best_us,
+                   x->pruned ? "  (one replay: pruned)" : x->retimed ? "  (finalist)" : "");
         }
     }
 }
@@ -595,7 +598,7 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
         double us = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
         for (size_t k = 0; k < b->nall; k++)
             if (b->all[k].cand == fin[f])
-                b->all[k].us = us;
+                b->all[k].us = us, b->all[k].retimed = 1;
         if (fin[f] == ndef)
             b->default_us = us;
         if (b->best < 0 || us < b->best_us)
