@@ -15,8 +15,11 @@
 // - the block scales: every K block's wgmma partial is promoted into the fp32 sum times
 //   As[m, kb] * Bs[n / QBN, kb]; a second producer warp copies each stage's scales into shared
 //   memory beside its tiles, so the consumers never wait on a global load;
-// - the epilogue stores straight from registers, one packed pair per instruction for whole
-//   tiles, while the producer already fills the ring with the next tile.
+// - the consumer warpgroups take turns issuing wgmma, and where the registers allow keep two
+//   K-block partials, so that one K block's wgmma runs while the last one is promoted;
+// - the epilogue stores straight from registers (16-bit outputs as 16-byte vectors after a
+//   transpose within each quad of lanes), while the producer already fills the ring with the
+//   next tile.
 //
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
