@@ -62,12 +62,6 @@ void bt_rotation_free(bt_gpu *g, bt_rotation *r)
     memset(r, 0, sizeof *r);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Microseconds of one replay of exec, between two events on the stream. */
 static int time_replay(bt_gpu *g, CUgraphExec exec, CUevent e0, CUevent e1, double *us, bt_err *err)
 {
@@ -136,8 +130,7 @@ int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_u
             goto out;
         }
     }
-    qsort(times, REPLAYS, sizeof times[0], cmp_double);
-    t->us = (times[REPLAYS / 2 - 1] + times[REPLAYS / 2]) / 2;
+    t->us = bt_median(times, REPLAYS);
     t->spread = (times[REPLAYS - 1] - times[0]) / t->us;
     rc = 0;
 out:

@@ -248,7 +248,7 @@ static void print_dry_table(run *r)
 
 typedef struct {
     size_t cand;
-    double us;
+    double us, rel_err;
     int pruned;  /* timed by one replay only */
     int retimed; /* a finalist: its time is the median of the interleaved re-timing */
 } timed;
@@ -371,7 +371,7 @@ static void account(batch_result *b, const bt_result *res, size_t i)
         if (!pruned && (b->best < 0 || res->us < b->best_us))
             b->best = (long)i, b->best_us = res->us, b->best_err = res->rel_err;
         b->all = bt_xrealloc(b->all, sizeof *b->all * (b->nall + 1));
-        b->all[b->nall++] = (timed){i, res->us, pruned, 0};
+        b->all[b->nall++] = (timed){i, res->us, res->rel_err, pruned, 0};
     } else if (res->status == BT_RES_WRONG) {
         b->wrong++;
     } else {
@@ -554,36 +554,30 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
 /* The GPU's clock drifts over a run (power and temperature), so candidates timed seconds apart
  * are not compared on equal terms. The default and the FINALISTS fastest are timed again in
  * FINAL_ROUNDS interleaved rounds, and each one's median stands for it. A finalist that fails
- * a re-timing keeps its first time. */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
+ * every re-timing keeps its first time. */
 static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 {
-    size_t fin[FINALISTS + 1];
+    timed *fin[FINALISTS + 1];
     int nfin = 0, has_def = 0;
     double t[FINALISTS + 1][FINAL_ROUNDS], rel[FINALISTS + 1];
     qsort(b->all, b->nall, sizeof *b->all, cmp_timed);
-    for (size_t k = 0; k < b->nall && nfin < FINALISTS; k++)
-        if (!b->all[k].pruned) {
-            fin[nfin++] = b->all[k].cand;
-            has_def |= b->all[k].cand == ndef;
+    for (size_t k = 0; k < b->nall; k++) {
+        timed *x = &b->all[k];
+        if (!x->pruned && (nfin < FINALISTS || (x->cand == ndef && !has_def))) {
+            fin[nfin++] = x;
+            has_def |= x->cand == ndef;
         }
-    for (size_t k = 0; k < b->nall && !has_def; k++)
-        if (b->all[k].cand == ndef && !b->all[k].pruned)
-            fin[nfin++] = ndef, has_def = 1;
+    }
     if (nfin < 2)
         return;
     for (int round = 0; round < FINAL_ROUNDS; round++)
         for (int f = 0; f < nfin; f++) {
             int x = (f + round) % nfin; /* each round starts with a different finalist */
             bt_result res;
-            measure(r, wc, fin[x], fin[x] == ndef, M, 0, &res);
+            measure(r, wc, fin[x]->cand, fin[x]->cand == ndef, M, 0, &res);
             t[x][round] = res.status == BT_RES_OK ? res.us : NAN;
-            rel[x] = res.rel_err;
+            if (res.status == BT_RES_OK)
+                rel[x] = res.rel_err;
         }
     b->best = -1;
     for (int f = 0; f < nfin; f++) {
@@ -592,17 +586,12 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
         for (int round = 0; round < FINAL_ROUNDS; round++)
             if (!isnan(t[f][round]))
                 v[n++] = t[f][round];
-        if (n == 0)
-            continue;
-        qsort(v, (size_t)n, sizeof v[0], cmp_double);
-        double us = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-        for (size_t k = 0; k < b->nall; k++)
-            if (b->all[k].cand == fin[f])
-                b->all[k].us = us, b->all[k].retimed = 1;
-        if (fin[f] == ndef)
-            b->default_us = us;
-        if (b->best < 0 || us < b->best_us)
-            b->best = (long)fin[f], b->best_us = us, b->best_err = rel[f];
+        if (n > 0)
+            fin[f]->us = bt_median(v, n), fin[f]->rel_err = rel[f], fin[f]->retimed = 1;
+        if (fin[f]->cand == ndef)
+            b->default_us = fin[f]->us;
+        if (b->best < 0 || fin[f]->us < b->best_us)
+            b->best = (long)fin[f]->cand, b->best_us = fin[f]->us, b->best_err = fin[f]->rel_err;
     }
 }
 

@@ -53,6 +53,9 @@ void *bt_xrealloc(void *p, size_t n);
 /* Monotonic wall clock in seconds. */
 double bt_now(void);
 
+/* The median of v[0..n) (n > 0), which is left sorted ascending. */
+double bt_median(double *v, int n);
+
 /* SHA-256 of data, as 64 lowercase hex chars + NUL. Used for cache keys. */
 typedef struct {
     uint32_t h[8];
