@@ -84,19 +84,6 @@ __device__ __forceinline__ void cluster_sync()
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// Arrives on the barrier at the same shared-memory offset in cluster CTA `rank` (possibly
-// this one). The default .release.cta semantics suffice: what the arrival releases is a slot
-// the tensor cores have finished reading (wgmma wait), not memory this thread wrote, and a
-// .release.cluster arrival would first wait for every earlier store of this thread (the
-// previous tile's epilogue) to become visible across the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
-{
-    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-                 "r"(rank)
-                 : "memory");
-}
-
 // The address of the shared-memory word at `addr` in cluster CTA `rank` (distributed shared
 // memory), for st_cluster and the .shared::cluster barrier operations.
 __device__ __forceinline__ u32 map_cluster(u32 addr, u32 rank)
@@ -104,6 +91,16 @@ __device__ __forceinline__ u32 map_cluster(u32 addr, u32 rank)
     u32 r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
     return r;
+}
+
+// Arrives on the barrier at the same shared-memory offset in cluster CTA `rank` (possibly
+// this one). The default .release.cta semantics suffice: what the arrival releases is a slot
+// the tensor cores have finished reading (wgmma wait), not memory this thread wrote, and a
+// .release.cluster arrival would first wait for every earlier store of this thread (the
+// previous tile's epilogue) to become visible across the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(map_cluster(bar, rank)) : "memory");
 }
 
 __device__ __forceinline__ void st_cluster_f32(u32 addr, float v)
