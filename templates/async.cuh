@@ -129,6 +129,21 @@ __device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity)
                  : "memory");
 }
 
+// 2-D tile copy shared -> global by the TMA unit, in this thread's bulk group; rows or columns
+// outside the tensor are not written. The shared-memory writes it reads must have been made
+// visible to the async proxy first (fence_proxy_async by each writer, then a barrier).
+__device__ __forceinline__ void tma_store_2d(const tensor_map *map, u32 src, int x, int y)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"((u64)map),
+                 "r"(x), "r"(y), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until this thread's committed stores have read their shared memory (it may be reused)...
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// ... or have completed, which the CTA must see before it exits.
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 // Counts one arrival on bar once every cp.async this thread issued before has landed; the
 // barrier's expected count must include it (.noinc).
 __device__ __forceinline__ void cp_async_arrive(u32 bar)

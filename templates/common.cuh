@@ -63,11 +63,12 @@ __device__ __forceinline__ void fence_proxy_async()
 
 // Byte offset of (row, 16-byte chunk) in a tile of ROW_BYTES-wide rows stored with the
 // hardware's swizzle for that width (128 B: address bits [4,7) ^= bits [7,10); 64 B: [4,6) ^=
-// [7,9); 32 B: bit 4 ^= bit 7). The same layout serves ldmatrix (8 rows of one 16-byte column
-// land in 8 different bank groups) and wgmma descriptors with the matching swizzle mode.
+// [7,9); 32 B: bit 4 ^= bit 7; 16 B: none). The same layout serves ldmatrix and stmatrix (8 rows
+// of one 16-byte column land in 8 different bank groups), wgmma descriptors and TMA boxes with
+// the matching swizzle mode.
 template <int ROW_BYTES> __device__ __forceinline__ u32 swizzle(u32 off)
 {
-    static_assert(ROW_BYTES == 32 || ROW_BYTES == 64 || ROW_BYTES == 128, "row width");
+    static_assert(ROW_BYTES == 16 || ROW_BYTES == 32 || ROW_BYTES == 64 || ROW_BYTES == 128, "row width");
     return off ^ (((off >> 7) & (ROW_BYTES / 16 - 1)) << 4);
 }
 

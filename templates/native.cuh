@@ -17,9 +17,9 @@
 //   memory beside its tiles, so the consumers never wait on a global load;
 // - the consumer warpgroups take turns issuing wgmma, and where the registers allow keep two
 //   K-block partials, so that one K block's wgmma runs while the last one is promoted;
-// - the epilogue stores straight from registers (16-bit outputs as 16-byte vectors after a
-//   transpose within each quad of lanes), while the producer already fills the ring with the
-//   next tile.
+// - the epilogue writes 16-bit outputs into a shared-memory slab and hands it to TMA stores,
+//   which drain while the consumers already run the next tile (the producer has been filling
+//   the ring with it); fp32 outputs are stored straight from registers.
 //
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
@@ -62,16 +62,24 @@ static_assert((SPLIT == 1 || SPLIT == 2 || SPLIT == 4) && (SPLIT == 1 || CLUSTER
 // pattern (8 rows).
 static_assert(A_BYTES % 1024 == 0 && B_SHARE % 8 == 0, "tile alignment");
 
-// Shared memory: A slots, B slots, scale slots, split-K slots, then the full and empty barrier
-// of each slot and the split-K barriers (partials arrived, in the first CTA; slot free, in the
-// others).
-constexpr int OFF_A = 0, OFF_B = STAGES * A_BYTES, OFF_S = STAGES * STAGE_BYTES;
+typedef typename out_type<OUT>::type out_t;
+
+// The output slab of each consumer warpgroup (16-bit outputs): BN / SC boxes of 64 rows x SC
+// columns, each laid out as the TMA store reads it, rows swizzled at their width.
+constexpr int C_BYTES = (int)bt_nv_store_bytes(BM, BN, sizeof(out_t)), SC = bt_nv_store_cols(BN);
+constexpr int C_BOX = 64 * SC * 2;
+
+// Shared memory: output slabs, A slots, B slots, scale slots, split-K slots, then the full and
+// empty barrier of each slot and the split-K barriers (partials arrived, in the first CTA; slot
+// free, in the others).
+constexpr int OFF_C = 0, OFF_A = C_BYTES, OFF_B = OFF_A + STAGES * A_BYTES, OFF_S = OFF_A + STAGES * STAGE_BYTES;
 constexpr int OFF_R = OFF_S + STAGES * S_BYTES, OFF_BAR = OFF_R + (int)bt_nv_reduce_bytes(BM, BN, SPLIT);
-static_assert(OFF_BAR + 16 * STAGES + 16 + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES, SPLIT),
+static_assert(OFF_BAR + 16 * STAGES + 16 + BT_NV_ALIGN == bt_nv_smem_bytes(BM, BN, BK, STAGES, SPLIT, sizeof(out_t)),
               "layout and the tuner's formula disagree");
+// Each store box starts on its swizzle pattern (at most 1 KiB), like the tiles.
+static_assert(C_BOX % 1024 == 0 && OFF_A % 1024 == 0, "slab alignment");
 constexpr int SLOT_FLOATS = BM * BN; // one partial tile, in consumer-thread order
 
-typedef typename out_type<OUT>::type out_t;
 typedef wgmma<INT8, BN> mma;
 typedef typename mma::acc acc_t;
 
@@ -102,22 +110,18 @@ template <int O> __device__ __forceinline__ void store_pair_fast(typename out_ty
     }
 }
 
-// Lane q of a quad holds packed pair q of four 8-wide row pieces in v[0..3]; afterwards w holds
-// all four pairs of piece q, so the lane can store it as one 16-byte vector: a 4x4 transpose
-// over the quad, one xor-shuffle per other lane.
-__device__ __forceinline__ void quad_transpose(const u32 (&v)[4], u32 (&w)[4], int q)
+// Stores 8x8 matrices of 16-bit pairs (.x4: four, .x2: two): lane l gives the address of row
+// l % 8 of matrix l / 8, and register i of each lane holds its pair of row lane / 4 of matrix
+// i, columns 2 * (lane % 4): exactly an m16n8 accumulator fragment packed into pairs.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, u32 a, u32 b, u32 c, u32 d)
 {
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        w[i] = v[i];
-#pragma unroll
-    for (int r = 1; r < 4; r++) {
-        const int p = q ^ r; // the partner needs my pair of piece p; I need its pair of piece q
-        const u32 got = __shfl_xor_sync(0xffffffffu, p == 0 ? v[0] : p == 1 ? v[1] : p == 2 ? v[2] : v[3], r);
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            w[i] = i == p ? got : w[i];
-    }
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
+                 "r"(c), "r"(d)
+                 : "memory");
+}
+__device__ __forceinline__ void stmatrix_x2(u32 addr, u32 a, u32 b)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
 
 __device__ __forceinline__ float ld_shared_f32(u32 addr)
@@ -156,7 +160,7 @@ __device__ __forceinline__ void k_range(int kblocks, int r, int &kb0, int &kb1)
 
 extern "C" __global__ void __launch_bounds__(bt::native::THREADS, 1)
 bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant__ bt::tensor_map tmB,
-               bt::native::out_t *__restrict__ C, const float *__restrict__ As,
+               const __grid_constant__ bt::tensor_map tmC, bt::native::out_t *__restrict__ C, const float *__restrict__ As,
                const float *__restrict__ Bs, int M, int N, int K)
 {
     using namespace bt;
@@ -257,10 +261,13 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
         regs_alloc<CONSUMER_REGS>();
         const int warp = tid / 32, lane = tid % 32;
-        // Whole tiles store without per-element checks when rows are pair-aligned, and 16-bit
-        // outputs as 16-byte vectors (whole 32-byte sectors) when rows are 16-byte aligned.
+        // 16-bit outputs go through the slab when C's rows suit a tensor map (the launcher
+        // encoded tmC by the same rule); otherwise whole tiles store pairs without per-element
+        // checks when rows are pair-aligned.
+        const bool staged = C_BYTES > 0 && bt_nv_tma_store(sizeof(out_t), N, (u64)C);
         const bool pairs = N % 2 == 0 && (u64)C % (2 * sizeof(out_t)) == 0;
-        const bool vec16 = OUT != 2 && N % 8 == 0 && (u64)C % 16 == 0;
+        if (staged && tid == 0)
+            prefetch_tensor_map(&tmC);
         float sum[FN * 4];
         acc_t part0[FN * 4], part1[FN * 4]; // part1 only with DOUBLE
         int stage = 0, phase = 0, red_phase = 0;
@@ -424,27 +431,34 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     mbar_arrive_cluster_release(slot_free, (u32)r);
                 red_phase ^= 1;
             }
-            // Epilogue straight from registers; the producer is already filling the next tile.
-            if (vec16 && m0 + BM <= M && n0 + BN <= N) {
-                // Pieces (r0, j), (r0, j+1), (r1, j), (r1, j+1): lane q of the quad stores piece q.
-                const int q = lane % 4;
-                out_t *p = C + (long)(q < 2 ? r0 : r1) * N + n0 + (q & 1) * 8;
+            if (staged) {
+                const u32 slab = base + OFF_C + wg * 64 * BN * 2;
+                // The last tile's stores must have read the slab before it is overwritten.
+                if (tid == 0)
+                    bulk_wait_read();
+                named_sync(3 + wg, 128);
+                // Fragments j and j + 1 as four 8x8 matrices: rows 0-7 and 8-15 of the warp's
+                // band, each in both fragments. The swizzle puts the 8 rows of each matrix in 8
+                // different 16-byte bank groups.
+                const int srow = warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
-                for (int j = 0; j + 1 < FN; j += 2) {
-                    const u32 v[4] = {pack_pair<OUT>(sum[j * 4 + 0], sum[j * 4 + 1]),
-                                      pack_pair<OUT>(sum[j * 4 + 4], sum[j * 4 + 5]),
-                                      pack_pair<OUT>(sum[j * 4 + 2], sum[j * 4 + 3]),
-                                      pack_pair<OUT>(sum[j * 4 + 6], sum[j * 4 + 7])};
-                    u32 w[4];
-                    quad_transpose(v, w, q);
-                    uint4 x;
-                    x.x = w[0], x.y = w[1], x.z = w[2], x.w = w[3];
-                    *(uint4 *)(p + j * 8) = x;
+                for (int j = 0; j < FN; j += 2) {
+                    const int col = (j + lane / 16) * 8;
+                    const u32 addr = slab + col / SC * C_BOX + swizzle<SC * 2>(srow * SC * 2 + col % SC * 2);
+                    const u32 p0 = pack_pair<OUT>(sum[j * 4 + 0], sum[j * 4 + 1]);
+                    const u32 p1 = pack_pair<OUT>(sum[j * 4 + 2], sum[j * 4 + 3]);
+                    if (j + 1 < FN)
+                        stmatrix_x4(addr, p0, p1, pack_pair<OUT>(sum[j * 4 + 4], sum[j * 4 + 5]),
+                                    pack_pair<OUT>(sum[j * 4 + 6], sum[j * 4 + 7]));
+                    else // an odd last fragment; lanes 16-31 give no address
+                        stmatrix_x2(addr, p0, p1);
                 }
-                if (FN % 2) { // an odd last fragment: pairs
-                    out_t *p0 = C + (long)r0 * N + n0 + (FN - 1) * 8 + q * 2;
-                    store_pair_fast<OUT>(p0, sum[FN * 4 - 4], sum[FN * 4 - 3]);
-                    store_pair_fast<OUT>(p0 + 8L * N, sum[FN * 4 - 2], sum[FN * 4 - 1]);
+                fence_proxy_async();
+                named_sync(3 + wg, 128);
+                if (tid == 0 && m0 + wg * 64 < M) {
+                    for (int b = 0; b < BN / SC; b++)
+                        tma_store_2d(&tmC, slab + b * C_BOX, n0 + b * SC, m0 + wg * 64);
+                    bulk_commit();
                 }
             } else if (pairs && m0 + BM <= M && n0 + BN <= N) {
                 out_t *p0 = C + (long)r0 * N + n0 + (lane % 4) * 2, *p1 = p0 + 8L * N;
@@ -462,6 +476,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             }
         }
+        if (staged && tid == 0)
+            bulk_wait(); // the slab must outlive the stores
     }
     // No CTA may leave while a peer can still arrive on its barriers or write into it.
     if (CTAS > 1) {

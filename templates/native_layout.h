@@ -32,11 +32,28 @@ BT_NLAYOUT_FN long bt_nv_scale_bytes(int bm) { return 4L * bm + 16; }
  * tiles: (split - 1) BM x BN slots. */
 BT_NLAYOUT_FN long bt_nv_reduce_bytes(int bm, int bn, int split) { return (long)(split - 1) * bm * bn * 4; }
 
-/* Stages of A (BM x BK) and B (BN x BK) tiles, then each stage's scales, the split-K slots,
- * a full and an empty mbarrier per stage, and the two split-K mbarriers. */
-BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages, int split)
+/* 16-bit outputs leave through shared memory: each consumer warpgroup writes its 64 x BN slab
+ * there and one thread hands it to TMA stores, which drain while the next tile's main loop runs.
+ * fp32 outputs (twice the bytes) are stored from registers. */
+BT_NLAYOUT_FN long bt_nv_store_bytes(int bm, int bn, int out_bytes) { return out_bytes == 2 ? 2L * bm * bn : 0; }
+
+/* Columns of one TMA store box (64 rows): the widest of 64, 32, 16 and 8 that divides BN, so a
+ * box row is 128, 64, 32 or 16 bytes and takes the swizzle of that width. */
+BT_NLAYOUT_FN int bt_nv_store_cols(int bn) { return bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : bn % 16 == 0 ? 16 : 8; }
+
+/* Whether a launch stores through the slab: the kernel and the launcher both decide with this
+ * (a TMA tensor needs 16-byte aligned rows and base). */
+BT_NLAYOUT_FN int bt_nv_tma_store(int out_bytes, long n, unsigned long long c_addr)
 {
-    return (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + bt_nv_reduce_bytes(bm, bn, split) +
+    return out_bytes == 2 && n % 8 == 0 && c_addr % 16 == 0;
+}
+
+/* The output slabs, stages of A (BM x BK) and B (BN x BK) tiles, then each stage's scales, the
+ * split-K slots, a full and an empty mbarrier per stage, and the two split-K mbarriers. */
+BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages, int split, int out_bytes)
+{
+    return bt_nv_store_bytes(bm, bn, out_bytes) +
+           (long)stages * ((long)bm * bk + (long)bn * bk + bt_nv_scale_bytes(bm)) + bt_nv_reduce_bytes(bm, bn, split) +
            16L * stages + 16 + BT_NV_ALIGN;
 }
 

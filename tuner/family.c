@@ -226,7 +226,7 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
                  bt_nv_consumer_need(bm, bn), bm, bt_nv_consumer_regs(bm));
         return BT_REJ_REGS;
     }
-    long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s, p[NV_SPLIT]);
+    long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s, p[NV_SPLIT], bt_out_size(v->out));
     if (smem > t->smem_optin) {
         snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch, t->smem_optin);
         return BT_REJ_SMEM;
@@ -237,7 +237,8 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
 
 static size_t native_smem(const bt_cand *c, const bt_variant *v)
 {
-    return (size_t)bt_nv_smem_bytes(c->v[NV_BM], c->v[NV_BN], v->block_k, c->v[NV_STAGES], c->v[NV_SPLIT]);
+    return (size_t)bt_nv_smem_bytes(c->v[NV_BM], c->v[NV_BN], v->block_k, c->v[NV_STAGES], c->v[NV_SPLIT],
+                                    bt_out_size(v->out));
 }
 
 static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size_t n)
@@ -266,6 +267,7 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     out->cluster[0] = (unsigned)ctas, out->cluster[1] = out->cluster[2] = 1;
     out->smem = native_smem(c, v);
     out->tile_m = bt_nv_a_rows(p[NV_BM], M), out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
+    out->store_cols = bt_nv_store_bytes(p[NV_BM], p[NV_BN], bt_out_size(v->out)) ? bt_nv_store_cols(p[NV_BN]) : 0;
 }
 
 /* Without a config: small M streams the weights, so tiles of 64 rows and as many column tiles
@@ -283,8 +285,8 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
             bn = (bn + 15) / 16 * 16;
         bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
     }
-    int stages = 8;
-    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1) > (t->smem_optin ? t->smem_optin : 232448))
+    int stages = 8; /* sized for 16-bit outputs, whose slab takes shared memory */
+    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1, 2) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
     out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1;

@@ -56,13 +56,15 @@ typedef struct {
     unsigned cluster[3]; /* all 1 when the kernel uses no cluster */
     size_t smem;         /* dynamic shared memory bytes */
     int tile_m, tile_n, tile_k; /* TMA boxes (BT_ABI_TMA): A tile_m x tile_k, B tile_n x tile_k */
+    int store_cols;             /* BT_ABI_TMA: C's store box is 64 rows x store_cols, 0 for none */
 } bt_launch;
 
 /* How a family's kernel takes its operands. */
 typedef enum {
     BT_ABI_POINTERS, /* (A, B, C, As, Bs, M, N, K) */
-    BT_ABI_TMA,      /* (tensor map of A, tensor map of B, C, As, Bs, M, N, K); the maps' boxes
-                        are tile_m x tile_k and tile_n x tile_k of bt_launch */
+    BT_ABI_TMA,      /* (tensor maps of A, B and C, C, As, Bs, M, N, K); the maps' boxes are
+                        tile_m x tile_k, tile_n x tile_k and 64 x store_cols of bt_launch; C's
+                        map is all zeros (unused) unless bt_nv_tma_store holds */
 } bt_abi;
 
 typedef struct bt_family {

@@ -1,4 +1,5 @@
 #include "gpu.h"
+#include "native_layout.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -200,23 +201,48 @@ out:
     return rc;
 }
 
+/* A tensor map over the row-major [M, N] 16-bit output with 64 x cols boxes, swizzled to the
+ * width of a box row (the native kernel's slab layout). */
+static int encode_store_map(bt_gpu *g, CUtensorMap *map, CUdeviceptr ptr, long M, long N, int cols, bt_err *err)
+{
+    int rc = -1;
+    cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M}, strides[1] = {(cuuint64_t)N * 2};
+    cuuint32_t box[2] = {(cuuint32_t)cols, 64}, elem[2] = {1, 1};
+    CUtensorMapSwizzle swz = cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
+                             : cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                             : cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
+    BT_CU(&g->cu,
+          cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)ptr, dims, strides, box, elem,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+          err, "encoding the output's tensor map");
+    rc = 0;
+out:
+    return rc;
+}
+
 int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
                      bt_err *err)
 {
     int rc = -1;
     bt_launch geo;
-    CUtensorMap ma, mb;
+    CUtensorMap ma, mb, mc;
     if (bt_gemm_check(a, err))
         return -1;
     k->family->launch(&k->cand, &k->variant, &g->target, a->M, a->N, a->K, &geo);
     int M = (int)a->M, N = (int)a->N, K = (int)a->K;
     void *ptr_params[] = {(void *)&a->A, (void *)&a->B, (void *)&a->C, (void *)&a->As,
                           (void *)&a->Bs, &M, &N, &K};
-    void *tma_params[] = {&ma, &mb, (void *)&a->C, (void *)&a->As, (void *)&a->Bs, &M, &N, &K};
+    void *tma_params[] = {&ma, &mb, &mc, (void *)&a->C, (void *)&a->As, (void *)&a->Bs, &M, &N, &K};
     void **params = ptr_params;
     if (k->family->abi == BT_ABI_TMA) {
+        memset(&mc, 0, sizeof mc);
         if (encode_map(g, &ma, a->A, a->M, a->K, geo.tile_m, geo.tile_k, err) ||
             encode_map(g, &mb, a->B, a->N, a->K, geo.tile_n, geo.tile_k, err))
+            goto out;
+        if (geo.store_cols && bt_nv_tma_store(bt_out_size(k->variant.out), a->N, a->C) &&
+            encode_store_map(g, &mc, a->C, a->M, a->N, geo.store_cols, err))
             goto out;
         params = tma_params;
     }
