@@ -5,11 +5,14 @@
 #   tests: every GPU test, then FP8 against INT8 on three shapes at large M
 #   tune:  the native family and the small classic space on the 13 DeepSeek-V3 tp-8 shapes,
 #          then cuBLASLt's block-scaled GEMM (bench/peer.py) on the same shapes and batch sizes
+#   native: the native family and cuBLASLt (bf16 out) only, for a kernel change that leaves the
+#          classic kernel as it was
 set -u
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export BT_ROOT=$PWD BT_TUNE=$PWD/build/tune BT_TEST_CACHE=/tmp/btcache BT_GPU_TESTS=1
 mkdir -p /tmp/btcache
 [ -f build/cache-default.tar.xz ] && xz -dc build/cache-default.tar.xz | tar -C /tmp/btcache --strip-components=1 -xf -
+shapes=576x7168,24576x7168,32768x512,7168x16384,7168x18432,4608x7168,3072x7168,4096x512,3072x1536,512x7168,7168x2304,7168x2048,7168x256
 case ${1:-} in
 tests)
     build/tests/unit gpu_ cuda_gpu > "$out/gpu_tests.log" 2>&1; tail -1 "$out/gpu_tests.log"
@@ -23,11 +26,14 @@ tests)
     done ;;
 tune)
     bash bench/tune_runs.sh native-tp8 tp8-small > "$out/runs.log" 2>&1; grep -E "^== " "$out/runs.log"
-    shapes=576x7168,24576x7168,32768x512,7168x16384,7168x18432,4608x7168,3072x7168,4096x512,3072x1536,512x7168,7168x2304,7168x2048,7168x256
     python3 bench/peer.py --shapes $shapes --ms 1,16,64,128,512,2048,4096 > "$out/peer.jsonl" 2> "$out/peer.err"
     python3 bench/peer.py --out-dtype float16 --shapes $shapes --ms 16,64,128,512,2048,4096 > "$out/peer_f16.jsonl" 2>> "$out/peer.err"
     python3 bench/peer.py --out-dtype float16 --shapes 7168x2304,576x7168,24576x7168 \
         --ms 2,4,8,24,32,48,96,256,1024,1536,3072 >> "$out/peer_f16.jsonl" 2>> "$out/peer.err"
     echo "peer: $(grep -c '"us"' "$out/peer.jsonl") + $(grep -c '"us"' "$out/peer_f16.jsonl") timed" ;;
-*) echo "usage: bench/final_native.sh tests|tune" >&2; exit 2 ;;
+native)
+    bash bench/tune_runs.sh native-tp8 > "$out/runs.log" 2>&1; grep -E "^== " "$out/runs.log"
+    python3 bench/peer.py --shapes $shapes --ms 1,16,64,128,512,2048,4096 > "$out/peer.jsonl" 2> "$out/peer.err"
+    echo "peer: $(grep -c '"us"' "$out/peer.jsonl") timed" ;;
+*) echo "usage: bench/final_native.sh tests|tune|native" >&2; exit 2 ;;
 esac
