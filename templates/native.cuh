@@ -270,6 +270,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             prefetch_tensor_map(&tmC);
         float sum[FN * 4];
         acc_t part0[FN * 4], part1[FN * 4]; // part1 only with DOUBLE
+        // wgmma descriptors of stage 0: this warpgroup's rows of the A slot, and the B slot.
+        const u64 desc_a = smem_desc<BK>(base + OFF_A + wg * 64 * BK), desc_b = smem_desc<BK>(base + OFF_B);
         int stage = 0, phase = 0, red_phase = 0;
         // Two consumer warpgroups take turns issuing wgmma (named barriers 1 and 2, the second
         // one's first turn granted here), so one promotes its partial while the tensor cores
@@ -306,16 +308,17 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 for (int i = 0; i < NBS; i++)
                     sc.b[i] = ld_shared_f32(ss + 4 * (BM + i));
             };
-            // Issues this stage's K block into P, in this warpgroup's turn.
+            // Issues this stage's K block into P, in this warpgroup's turn; each K step of 32
+            // bytes is 2 in a descriptor's address field.
             auto issue = [&](acc_t(&P)[FN * 4]) {
-                const u32 sa = base + OFF_A + stage * A_BYTES + wg * 64 * BK, sb = base + OFF_B + stage * B_BYTES;
+                const u64 da = desc_a + stage * (A_BYTES >> 4), db = desc_b + stage * (B_BYTES >> 4);
                 if (NC == 2)
                     named_sync(1 + wg, 256);
                 pin(P);
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < BK / 32; s++)
-                    mma::run(P, smem_desc<BK>(sa + s * 32), smem_desc<BK>(sb + s * 32), s > 0);
+                    mma::run(P, da + 2 * s, db + 2 * s, s > 0);
                 wgmma_commit();
                 if (NC == 2)
                     named_arrive(2 - wg, 256);

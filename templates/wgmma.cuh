@@ -14,11 +14,14 @@ namespace bt {
 // group), and the swizzle mode in bits 62-63 (1: 128 B, 2: 64 B, 3: 32 B). Advancing K by 32
 // bytes inside a swizzled row is adding 32 to the start address: the hardware applies the XOR
 // on the final address bits, which is why tiles must start on a whole swizzle pattern.
+// Shared-window addresses are below 2^18, so the 14-bit start field is addr >> 4 and the other
+// fields are constant: a descriptor is a constant plus addr >> 4, and one a stage or a K step
+// further on is an add (not a rebuild, which costs five instructions per wgmma).
 template <int ROW_BYTES> __device__ __forceinline__ u64 smem_desc(u32 addr)
 {
     constexpr u64 mode = ROW_BYTES == 128 ? 1 : ROW_BYTES == 64 ? 2 : 3;
-    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(8 * ROW_BYTES >> 4) << 32) |
-           (mode << 62);
+    constexpr u64 fixed = ((u64)1 << 16) | ((u64)(8 * ROW_BYTES >> 4) << 32) | (mode << 62);
+    return fixed + (addr >> 4);
 }
 
 // Orders earlier register writes to the accumulators before the asynchronous wgmma reads them.
