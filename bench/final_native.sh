@@ -7,6 +7,8 @@
 #          then cuBLASLt's block-scaled GEMM (bench/peer.py) on the same shapes and batch sizes
 #   native: the native family and cuBLASLt (bf16 out) only, for a kernel change that leaves the
 #          classic kernel as it was
+#   sidebyside: the shipped configs (configs/) of both families and cuBLASLt on the same GEMMs,
+#          interleaved in one process (bench/sidebyside.py): the comparison table
 set -u
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export BT_ROOT=$PWD BT_TUNE=$PWD/build/tune BT_TEST_CACHE=/tmp/btcache BT_GPU_TESTS=1
@@ -35,5 +37,14 @@ native)
     bash bench/tune_runs.sh native-tp8 > "$out/runs.log" 2>&1; grep -E "^== " "$out/runs.log"
     python3 bench/peer.py --shapes $shapes --ms 1,16,64,128,512,2048,4096 > "$out/peer.jsonl" 2> "$out/peer.err"
     echo "peer: $(grep -c '"us"' "$out/peer.jsonl") timed" ;;
-*) echo "usage: bench/final_native.sh tests|tune|native" >&2; exit 2 ;;
+sidebyside)
+    for fam in native classic; do # fill the library's cache: both families' spaces, bf16 out
+        space=search_spaces/native.yaml; [ $fam = classic ] && space=search_spaces/small.yaml
+        build/tune --family $fam --space $space --tp-size 8 --dry-run --arch sm_90a --out-dtype bfloat16 \
+            --cache-dir /tmp/sbs-cache -j16 > /dev/null 2>&1
+    done
+    python3 bench/sidebyside.py --configs configs --cache /tmp/sbs-cache --shapes $shapes \
+        --ms 1,16,64,128,512,2048,4096 > "$out/sidebyside.jsonl" 2> "$out/sidebyside.err"
+    echo "sidebyside: $(grep -c '^{' "$out/sidebyside.jsonl") points"; tail -3 "$out/sidebyside.err" ;;
+*) echo "usage: bench/final_native.sh tests|tune|native|sidebyside" >&2; exit 2 ;;
 esac

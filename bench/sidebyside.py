@@ -1,0 +1,158 @@
+"""The three kernels on the same GEMMs, timed in one process, interleaved: blocktune's native
+family and its classic family (through libblocktune and the configs the tuner wrote) and
+cuBLASLt's block-scaled FP8 GEMM (torch._scaled_mm, 1x128 / 128x128 scales). Each is a CUDA
+graph of back-to-back calls rotating over input sets totalling >= 4x L2 (~2 ms per replay);
+15 rounds, each replaying the three graphs in a rotating order; the median of each. All three
+read the same FP8 codes and scales (cuBLASLt's activation scales M-major, ours row-major).
+
+Usage: python3 bench/sidebyside.py --configs configs --shapes 7168x2304,576x7168 --ms 16,4096
+       [--cache DIR]
+Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where cuBLASLt
+refuses), the native kernel, and each output's relative difference from the native one."""
+import argparse, ctypes, glob, json, math, os, statistics, sys, tempfile, torch
+
+
+class Args(ctypes.Structure):
+    _fields_ = [("A", ctypes.c_uint64), ("B", ctypes.c_uint64), ("As", ctypes.c_uint64), ("Bs", ctypes.c_uint64),
+                ("C", ctypes.c_uint64), ("M", ctypes.c_long), ("N", ctypes.c_long), ("K", ctypes.c_long),
+                ("input", ctypes.c_int), ("output", ctypes.c_int), ("block_n", ctypes.c_int),
+                ("block_k", ctypes.c_int)]
+
+
+class Opts(ctypes.Structure):
+    _fields_ = [("config_dir", ctypes.c_char_p), ("cache_dir", ctypes.c_char_p)]
+
+
+class Blocktune:
+    """One libblocktune handle over one config directory."""
+
+    def __init__(self, lib, config_dir, cache_dir):
+        self.lib, self.err, self.h = lib, ctypes.create_string_buffer(512), ctypes.c_void_p()
+        if lib.blocktune_open(ctypes.byref(self.h), ctypes.byref(Opts(config_dir.encode(), cache_dir.encode())),
+                              self.err, 512):
+            sys.exit("blocktune_open: " + self.err.value.decode())
+
+    def check(self, rc, what):
+        if rc:
+            raise RuntimeError(f"{what}: {self.err.value.decode()}")
+
+    def prepare(self, M, N, K):
+        a = Args(0, 0, 0, 0, 0, M, N, K, 0, 1, 128, 128)
+        self.check(self.lib.blocktune_prepare(self.h, ctypes.byref(a), (ctypes.c_long * 1)(M), 1, self.err, 512),
+                   "blocktune_prepare")
+        desc = ctypes.create_string_buffer(512)
+        self.lib.blocktune_describe(self.h, ctypes.byref(a), desc, 512)
+        return desc.value.decode()
+
+    def gemm(self, s, M, N, K):
+        a = Args(s["a"].data_ptr(), s["b"].data_ptr(), s["sa"].data_ptr(), s["sb"].data_ptr(), s["c"].data_ptr(),
+                 M, N, K, 0, 1, 128, 128)
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        self.check(self.lib.blocktune_gemm(self.h, ctypes.byref(a), stream, self.err, 512), "blocktune_gemm")
+
+
+def inputs(M, N, K):
+    ks = math.ceil(K / 128)
+    sa_kmajor = torch.rand(ks, M, device="cuda") * 1e-2 + 1e-3
+    return {"a": (torch.randn(M, K, device="cuda") * 112).clamp(-448, 448).to(torch.float8_e4m3fn),
+            "b": (torch.randn(N, K, device="cuda") * 112).clamp(-448, 448).to(torch.float8_e4m3fn),
+            "sa": sa_kmajor.t().contiguous(), "sa_peer": sa_kmajor.t(),
+            "sb": torch.rand(math.ceil(N / 128), ks, device="cuda") * 1e-3 + 1e-4,
+            "c": torch.empty(M, N, device="cuda", dtype=torch.bfloat16)}
+
+
+def peer(s):
+    torch._scaled_mm(s["a"], s["b"].t(), scale_a=s["sa_peer"], scale_b=s["sb"].t(), out_dtype=torch.bfloat16,
+                     out=s["c"])
+
+
+def graph(call, n):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        call(0)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=side):
+            for i in range(n):
+                call(i)
+    g.replay()
+    torch.cuda.synchronize()
+    return g
+
+
+def replay_us(g, n):
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1000 / n
+
+
+def rel_diff(x, ref):
+    return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+def point(native, classic, M, N, K):
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    nsets = max(2, min(64, math.ceil(4 * l2 / (M * K + N * K + 2 * M * N))))
+    sets = [inputs(M, N, K) for _ in range(nsets)]
+    kernel = native.prepare(M, N, K)
+    classic.prepare(M, N, K)
+    calls = {"native": lambda i: native.gemm(sets[i % nsets], M, N, K),
+             "classic": lambda i: classic.gemm(sets[i % nsets], M, N, K),
+             "peer": lambda i: peer(sets[i % nsets])}
+    outs = {}
+    for name in list(calls):
+        try:
+            calls[name](0)
+            torch.cuda.synchronize()
+            outs[name] = sets[0]["c"].clone()
+        except RuntimeError:
+            if name != "peer":
+                raise
+            del calls[name]  # cuBLASLt refuses M = 1
+    n = max(nsets, min(400, math.ceil(2000 / max(replay_us(graph(calls["native"], nsets), nsets), 0.5))))
+    graphs = {name: graph(c, n) for name, c in calls.items()}
+    times = {name: [] for name in calls}
+    names = list(calls)
+    for r in range(15):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(replay_us(graphs[name], n))
+    res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
+    for name in ("native", "classic", "peer"):
+        res[f"{name}_us"] = round(statistics.median(times[name]), 3) if name in times else None
+        if name != "native" and name in outs:
+            res[f"{name}_rel_diff"] = float(f"{rel_diff(outs[name], outs['native']):.2e}")
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default="configs")
+    ap.add_argument("--lib", default="build/libblocktune.so")
+    ap.add_argument("--cache", help="compiled-kernel cache (e.g. filled by tune --dry-run); default: a new one")
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--ms", required=True)
+    o = ap.parse_args()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()  # the primary context is now current for the library
+    lib = ctypes.CDLL(o.lib)
+    cache = o.cache or tempfile.mkdtemp(prefix="blocktune-sbs-")
+    native = Blocktune(lib, o.configs, cache)
+    # The classic handle sees only the classic (SGLang-format) configs.
+    classic_dir = tempfile.mkdtemp(prefix="blocktune-classic-")
+    for f in glob.glob(os.path.join(o.configs, "*.json")):
+        if ",kernel=native" not in f:
+            os.symlink(os.path.abspath(f), os.path.join(classic_dir, os.path.basename(f)))
+    classic = Blocktune(lib, classic_dir, cache)
+    for shape in o.shapes.split(","):
+        N, K = map(int, shape.split("x"))
+        for M in map(int, o.ms.split(",")):
+            print(json.dumps(point(native, classic, M, N, K)), flush=True)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
