@@ -182,41 +182,26 @@ int bt_gemm_check(const bt_gemm_args *a, bt_err *err)
     return 0;
 }
 
-/* A tensor map over a row-major [rows, K] byte matrix with box_rows x box_k boxes, swizzled the
- * way the native kernel's wgmma descriptors read it. */
-static int encode_map(bt_gpu *g, CUtensorMap *map, CUdeviceptr ptr, long rows, long K, int box_rows,
-                      int box_k, bt_err *err)
+/* A tensor map over a row-major [rows, cols] matrix of 1- or 2-byte elements with box_rows x
+ * box_cols boxes, swizzled to the width of a box row (128, 64 or 32 bytes; none for 16): the
+ * layout the native kernel's wgmma descriptors read its A and B tiles in and its output slab
+ * is written in. */
+static int encode_map(bt_gpu *g, CUtensorMap *map, CUdeviceptr ptr, long rows, long cols, int elem_bytes,
+                      int box_rows, int box_cols, CUtensorMapL2promotion l2, const char *what, bt_err *err)
 {
     int rc = -1;
-    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)K};
-    cuuint32_t box[2] = {(cuuint32_t)box_k, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+    int row_bytes = box_cols * elem_bytes;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * elem_bytes};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+    CUtensorMapSwizzle swz = row_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                             : row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                             : row_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
     BT_CU(&g->cu,
-          cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)ptr, dims, strides, box, elem,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 box_k == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-          err, "encoding a tensor map");
-    rc = 0;
-out:
-    return rc;
-}
-
-/* A tensor map over the row-major [M, N] 16-bit output with 64 x cols boxes, swizzled to the
- * width of a box row (the native kernel's slab layout). */
-static int encode_store_map(bt_gpu *g, CUtensorMap *map, CUdeviceptr ptr, long M, long N, int cols, bt_err *err)
-{
-    int rc = -1;
-    cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M}, strides[1] = {(cuuint64_t)N * 2};
-    cuuint32_t box[2] = {(cuuint32_t)cols, 64}, elem[2] = {1, 1};
-    CUtensorMapSwizzle swz = cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
-                             : cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
-                             : cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
-    BT_CU(&g->cu,
-          cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)ptr, dims, strides, box, elem,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+          cuTensorMapEncodeTiled(map, elem_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
+                                 2, (void *)ptr, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swz, l2,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-          err, "encoding the output's tensor map");
+          err, what);
     rc = 0;
 out:
     return rc;
@@ -238,11 +223,13 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
     void **params = ptr_params;
     if (k->family->abi == BT_ABI_TMA) {
         memset(&mc, 0, sizeof mc);
-        if (encode_map(g, &ma, a->A, a->M, a->K, geo.tile_m, geo.tile_k, err) ||
-            encode_map(g, &mb, a->B, a->N, a->K, geo.tile_n, geo.tile_k, err))
+        const CUtensorMapL2promotion load = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+        if (encode_map(g, &ma, a->A, a->M, a->K, 1, geo.tile_m, geo.tile_k, load, "encoding a tensor map", err) ||
+            encode_map(g, &mb, a->B, a->N, a->K, 1, geo.tile_n, geo.tile_k, load, "encoding a tensor map", err))
             goto out;
         if (geo.store_cols && bt_nv_tma_store(bt_out_size(k->variant.out), a->N, a->C) &&
-            encode_store_map(g, &mc, a->C, a->M, a->N, geo.store_cols, err))
+            encode_map(g, &mc, a->C, a->M, a->N, 2, 64, geo.store_cols, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                       "encoding the output's tensor map", err))
             goto out;
         params = tma_params;
     }

@@ -48,12 +48,12 @@ void bt_jit_close(bt_jit *j);
 int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
                void (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err);
 
-/* Reads a job's cubin (caller frees). */
 /* What in a successful compile's log makes the kernel unfit to run, or NULL: ptxas saying it
  * serialized the wgmma pipeline (its C7510-C7520 performance notes), which leaves a kernel
  * correct but several times slower than its design. */
 const char *bt_jit_log_problem(const char *log);
 
+/* Reads a job's cubin (caller frees). */
 int bt_jit_read_cubin(const bt_jit_job *job, void **data, size_t *len, bt_err *err);
 
 void bt_jit_job_clear(bt_jit_job *job);
