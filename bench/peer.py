@@ -17,10 +17,40 @@ def make_inputs(M, N, K, dev):
     return a, b, sa, sb
 
 
+def rotation_sets(M, N, K):
+    """Input sets to rotate over so they total >= 4x L2 (the weights are not served from L2)."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return max(2, min(64, math.ceil(4 * l2 / (M * K + N * K + M * N * 2))))
+
+
+def graph(call, n):
+    """A CUDA graph of call(0) .. call(n - 1), captured on a side stream and replayed once."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        call(0)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=side):
+            for i in range(n):
+                call(i)
+    g.replay()
+    torch.cuda.synchronize()
+    return g
+
+
+def replay_us(g, n):
+    """Microseconds per call of one replay of g (n calls), between two CUDA events."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1000 / n
+
+
 def bench(M, N, K, out_dtype, dev):
-    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    per = M * K + N * K + M * N * 2
-    nsets = max(2, min(64, math.ceil(4 * l2 / per)))
+    nsets = rotation_sets(M, N, K)
     sets = [make_inputs(M, N, K, dev) for _ in range(nsets)]
     outs = [torch.empty(M, N, device=dev, dtype=out_dtype) for _ in range(nsets)]
 
@@ -38,25 +68,8 @@ def bench(M, N, K, out_dtype, dev):
     torch.cuda.synchronize()
     est = max(e0.elapsed_time(e1) * 1000 / nsets, 0.5)
     n = max(nsets, min(400, math.ceil(2000 / est)))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(s):
-        call(0)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g, stream=s):
-            for i in range(n):
-                call(i)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        e0.record()
-        g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000 / n)
-    return statistics.median(times)
+    g = graph(call, n)
+    return statistics.median(replay_us(g, n) for _ in range(10))
 
 
 def main():

@@ -11,6 +11,8 @@ Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where c
 refuses), the native kernel, and each output's relative difference from the native one."""
 import argparse, ctypes, glob, json, math, os, statistics, sys, tempfile, torch
 
+from peer import graph, make_inputs, replay_us, rotation_sets  # bench/ is on the path
+
 
 class Args(ctypes.Structure):
     _fields_ = [("A", ctypes.c_uint64), ("B", ctypes.c_uint64), ("As", ctypes.c_uint64), ("Bs", ctypes.c_uint64),
@@ -52,12 +54,9 @@ class Blocktune:
 
 
 def inputs(M, N, K):
-    ks = math.ceil(K / 128)
-    sa_kmajor = torch.rand(ks, M, device="cuda") * 1e-2 + 1e-3
-    return {"a": (torch.randn(M, K, device="cuda") * 112).clamp(-448, 448).to(torch.float8_e4m3fn),
-            "b": (torch.randn(N, K, device="cuda") * 112).clamp(-448, 448).to(torch.float8_e4m3fn),
-            "sa": sa_kmajor.t().contiguous(), "sa_peer": sa_kmajor.t(),
-            "sb": torch.rand(math.ceil(N / 128), ks, device="cuda") * 1e-3 + 1e-4,
+    """peer.py's inputs, with our layouts of the same scales beside cuBLASLt's."""
+    a, b, sa_peer, sb_peer = make_inputs(M, N, K, "cuda")
+    return {"a": a, "b": b, "sa": sa_peer.contiguous(), "sa_peer": sa_peer, "sb": sb_peer.t(),
             "c": torch.empty(M, N, device="cuda", dtype=torch.bfloat16)}
 
 
@@ -66,37 +65,12 @@ def peer(s):
                      out=s["c"])
 
 
-def graph(call, n):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(side):
-        call(0)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g, stream=side):
-            for i in range(n):
-                call(i)
-    g.replay()
-    torch.cuda.synchronize()
-    return g
-
-
-def replay_us(g, n):
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    g.replay()
-    e1.record()
-    torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1000 / n
-
-
 def rel_diff(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
 def point(native, classic, M, N, K):
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    nsets = max(2, min(64, math.ceil(4 * l2 / (M * K + N * K + 2 * M * N))))
+    nsets = rotation_sets(M, N, K)
     sets = [inputs(M, N, K) for _ in range(nsets)]
     kernel = native.prepare(M, N, K)
     classic.prepare(M, N, K)
