@@ -13,8 +13,8 @@
 //   partial tiles into the first one's shared memory (distributed shared memory), which adds
 //   them up and writes C: no workspace, no atomics;
 // - the block scales: every K block's wgmma partial is promoted into the fp32 sum times
-//   As[m, kb] * Bs[n / QBN, kb]; a second producer warp copies each stage's scales into shared
-//   memory beside its tiles, so the consumers never wait on a global load;
+//   As[m, kb] * Bs[n / QBN, kb]; producer warps copy each stage's scales into shared memory
+//   beside its tiles, so the consumers never wait on a global load;
 // - the consumer warpgroups take turns issuing wgmma, and where the registers allow keep two
 //   K-block partials, so that one K block's wgmma runs while the last one is promoted;
 // - the epilogue writes 16-bit outputs into a shared-memory slab and hands it to TMA stores,
@@ -83,8 +83,9 @@ constexpr int SLOT_FLOATS = BM * BN; // one partial tile, in consumer-thread ord
 typedef wgmma<INT8, BN> mma;
 typedef typename mma::acc acc_t;
 
-// The scale warp's arrivals on a full barrier: one per lane, after its copies land.
-constexpr int SCALE_ARRIVALS = 32;
+// Scale warps: one that copies each stage's scales, or (windowed, see the producer) one per 64
+// rows of the tile; each lane arrives on a full barrier once its scales are there.
+constexpr int SCALE_WARPS = BM / 64;
 
 // Two 16-bit outputs packed into one word, x0 in the low half (cvt packs its first source
 // into the high half).
@@ -122,6 +123,31 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, u32 a, u32 b, u32 c, u32 d
 __device__ __forceinline__ void stmatrix_x2(u32 addr, u32 a, u32 b)
 {
     asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+
+__device__ __forceinline__ void st_shared_f32(u32 addr, float v)
+{
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+
+// Scales of K blocks kb .. kb + 3 of one row of As or Bs (row-major, ks per row, rows 16-byte
+// aligned; zeros past the row's end or for a row that does not exist): one 16-byte load where
+// the window is aligned.
+__device__ __forceinline__ void load_scales4(const float *row, int kb, int ks, bool exists, float (&v)[4])
+{
+    if (exists && kb % 4 == 0 && kb + 3 < ks) {
+        const float4 t = __ldg((const float4 *)(row + kb));
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        v[j] = exists && kb + j < ks ? __ldg(row + kb + j) : 0.f;
+}
+
+__device__ __forceinline__ void prefetch_l1(const void *p)
+{
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
 __device__ __forceinline__ float ld_shared_f32(u32 addr)
@@ -187,9 +213,11 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     int kb0, kb1;
     k_range(kblocks, krank, kb0, kb1);
 
+    // Whether the scale warps load four K blocks' scales at a time (see the producer).
+    const bool windowed = BM == 128 && ksc % 32 == 0 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1 + SCALE_ARRIVALS); // TMA expect_tx (+ bytes), scale warp
+            mbar_init(full0 + 8 * s, 1 + 32 * (windowed ? SCALE_WARPS : 1)); // TMA expect_tx (+ bytes), scale lanes
             mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
         }
         if (SPLIT > 1) { // (an mbarrier of count 0 is invalid: ptxas crashes on one)
@@ -205,7 +233,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 
     if (wg == NC) {
         // Producer warpgroup: hands most of its registers to the consumers; one thread issues
-        // the tile copies, the next warp the scale copies.
+        // the tile copies, the next warp (or BM / 64 warps) the scales.
         regs_dealloc<PRODUCER_REGS>();
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
@@ -229,7 +257,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                         stage = 0, phase ^= 1;
                 }
             }
-        } else if (tid / 32 == 1) {
+        } else if (!windowed && tid / 32 == 1) {
             // The scale warp: the same walk over tiles and K blocks; cp.async copies the
             // stage's BM activation scales (As is row-major, so a K block's column is strided)
             // and the tile's weight scales, and each lane's arrival waits for its own copies.
@@ -252,6 +280,68 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                         cp_async4(ss + 4 * (BM + lane), Bs + (long)nb * ksc + kb, true);
                     }
                     cp_async_arrive(full0 + 8 * stage);
+                    if (++stage == STAGES)
+                        stage = 0, phase ^= 1;
+                }
+            }
+        } else if (windowed && tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
+            // Windowed scale warps, for 128-row tiles when ks is a multiple of 32 (K a multiple
+            // of 4096). A K block's column of As is then 128 words whose addresses are 4 * ks
+            // bytes, a multiple of 128, apart: all in one L1 bank, so the copies above serialize
+            // 32-fold in the L1 data path that the tensor cores' operands share (K = 16384 ran
+            // 10% slower per K block than K = 16512).
+            // Each lane instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load
+            // (the next four are prefetched into L1 meanwhile) and stores one column per stage.
+            // The loads block the warp, which costs more than the conflicts at small M and when
+            // they conflict less, hence only here.
+            const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
+            float a[2][4], b[4]; // rows 64w + lane and 64w + lane + 32; a weight-scale block
+            int stage = 0, phase = 0;
+            for (int u = cluster; u < units; u += clusters) {
+                int tm, tn;
+                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+                const int nb = tn * BN / QBN + lane < nblocks ? tn * BN / QBN + lane : nblocks - 1;
+                const bool weights = w == 0 && lane < NBS;
+                // This tile's rows (rows past M read as zero) and, for the last prefetch, the
+                // next tile's.
+                int ntm = tm, ntn;
+                if (u + clusters < units)
+                    tile_of(u + clusters, tiles_m, tiles_n, rank, ntm, ntn);
+                const float *row[2], *next[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int r = tm * BM + 64 * w + lane + 32 * i, nr = r + (ntm - tm) * BM;
+                    row[i] = r < M ? As + (long)r * ksc : nullptr;
+                    next[i] = nr < M ? As + (long)nr * ksc + kb0 : nullptr;
+                }
+                const float *wrow = Bs + (long)nb * ksc;
+                for (int kb = kb0; kb < kb1; kb++) {
+                    if ((kb - kb0) % 4 == 0) {
+#pragma unroll
+                        for (int i = 0; i < 2; i++) {
+                            load_scales4(row[i], kb, ksc, row[i] != nullptr, a[i]);
+                            const float *ahead = kb + 4 < kb1 ? (row[i] ? row[i] + kb + 4 : nullptr) : next[i];
+                            if (ahead)
+                                prefetch_l1(ahead);
+                        }
+                        if (weights) {
+                            load_scales4(wrow, kb, ksc, true, b);
+                            if (kb + 4 < kb1)
+                                prefetch_l1(wrow + kb + 4);
+                        }
+                    }
+                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                    const u32 ss = base + OFF_S + stage * S_BYTES;
+#pragma unroll
+                    for (int i = 0; i < 2; i++)
+                        st_shared_f32(ss + 4 * (64 * w + lane + 32 * i), a[i][0]);
+                    if (weights)
+                        st_shared_f32(ss + 4 * (BM + lane), b[0]);
+                    mbar_arrive(full0 + 8 * stage); // releases the stores to the consumers
+                    // The next K block's scales move to the front (a fixed index: no local memory).
+#pragma unroll
+                    for (int j = 0; j < 3; j++)
+                        a[0][j] = a[0][j + 1], a[1][j] = a[1][j + 1], b[j] = b[j + 1];
                     if (++stage == STAGES)
                         stage = 0, phase ^= 1;
                 }

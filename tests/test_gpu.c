@@ -265,7 +265,7 @@ TEST(gpu_default_space_sample_verified)
 
 TEST(gpu_native_space_verified)
 {
-    static const long odd_k_shapes[][2] = {{3072, 1664}, {576, 400}, {1536, 112}};
+    static const long odd_k_shapes[][2] = {{3072, 1664}, {576, 400}, {1536, 112}}, window_shapes[][2] = {{256, 4096}};
     gpu_fixture fx;
     if (open_gpu(t, &fx))
         return;
@@ -294,8 +294,11 @@ TEST(gpu_native_space_verified)
                 sub[i] = fit[all ? i : i * ok / take];
             free(fit);
             verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);
-            if (all) /* K blocks: 13 (an odd count for the two in-flight partials), 4 with a partial last one, 1 */
+            if (all) { /* K blocks: 13 (an odd count for the two in-flight partials), 4 with a partial last one, 1 */
                 verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, &runs);
+                /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, &runs);
+            }
             free(sub);
         }
     printf("    %zu native candidates, %d verified runs\n", n, runs);
