@@ -2,8 +2,9 @@
 weight scales), timed the way blocktune times its kernels: a CUDA graph of back-to-back calls
 rotating over input copies totalling >= 4x L2, one warm-up replay, median of 10 replays.
 
-Usage: python3 bench/peer.py --shapes 7168x2304,576x7168 --ms 1,16,64 [--out-dtype bfloat16]
-Prints one JSON line per (N, K, M): {"N":..,"K":..,"M":..,"us":..} or {"error": ...}."""
+Usage: python3 bench/peer.py --shapes 7168x2304,576x7168 --ms 1,16,64 [--out-dtype bfloat16] [--check]
+Prints one JSON line per (N, K, M): {"N":..,"K":..,"M":..,"us":..} or {"error": ...}; --check
+adds "rel_err", the output's error against a float64 reference."""
 import argparse, json, math, statistics, torch
 
 
@@ -72,11 +73,23 @@ def bench(M, N, K, out_dtype, dev):
     return statistics.median(replay_us(g, n) for _ in range(10))
 
 
+def check(M, N, K, out_dtype, dev):
+    """cuBLASLt's output's relative Frobenius error against a float64 GEMM of the same codes and
+    scales (the dequantized operands multiplied in float64)."""
+    a, b, sa, sb = make_inputs(M, N, K, dev)
+    c = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    A = a.double() * sa.double().repeat_interleave(128, 1)[:, :K]
+    B = b.double() * sb.t().double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    ref = A @ B.t()
+    return ((c.double() - ref).norm() / ref.norm()).item()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", required=True)
     p.add_argument("--ms", required=True)
     p.add_argument("--out-dtype", default="bfloat16")
+    p.add_argument("--check", action="store_true", help="also the output's error against a float64 reference")
     args = p.parse_args()
     dev = torch.device("cuda")
     dt = getattr(torch, args.out_dtype)
@@ -86,6 +99,8 @@ def main():
             rec = {"N": N, "K": K, "M": M, "peer": "torch._scaled_mm block-scaled (cuBLASLt)"}
             try:
                 rec["us"] = round(bench(M, N, K, dt, dev), 3)
+                if args.check:
+                    rec["rel_err"] = float(f"{check(M, N, K, dt, dev):.3g}")
             except Exception as e:  # cuBLASLt refuses some shapes (M=1, K/128 strides)
                 rec["error"] = str(e).splitlines()[0][:160]
             print(json.dumps(rec), flush=True)

@@ -1,0 +1,86 @@
+"""The native kernel under several configs on the same GEMMs, interleaved in one process with
+cuBLASLt's block-scaled GEMM (the method of sidebyside.py): for questions such as "do 5 stages
+beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
+
+Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
+           --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs]
+A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K, used at
+every M; --shipped DIR adds DIR's configs as the variant "shipped". Prints one JSON line per
+(N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
+rotating order), cuBLASLt's as "peer", and each output's relative difference from the first."""
+import argparse, ctypes, json, os, statistics, tempfile, torch
+
+from peer import graph, replay_us, rotation_sets  # bench/ is on the path
+from sidebyside import Blocktune, inputs, peer, rel_diff
+
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")
+
+
+def config_dir(values, shapes, device):
+    """A directory of native configs giving every shape and batch size the same candidate."""
+    d = tempfile.mkdtemp(prefix="blocktune-variant-")
+    entry = dict(zip(KEYS, values))
+    for N, K in shapes:
+        name = f"N={N},K={K},device_name={device},dtype=fp8_w8a8,block_shape=[128, 128],kernel=native.json"
+        with open(os.path.join(d, name), "w") as f:
+            json.dump({str(m): entry for m in (1, 4096)}, f)
+    return d
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--ms", required=True)
+    ap.add_argument("--variant", action="append", default=[], help="NAME=BM,BN,stages,GM,cluster,split")
+    ap.add_argument("--shipped", help="a config directory to compare as one more variant")
+    ap.add_argument("--lib", default="build/libblocktune.so")
+    ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
+    o = ap.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()  # the primary context is now current for the library
+    device = torch.cuda.get_device_name().replace(" ", "_")
+    lib = ctypes.CDLL(o.lib)
+    cache = o.cache or tempfile.mkdtemp(prefix="blocktune-variants-")
+    dirs = {}
+    if o.shipped:
+        dirs["shipped"] = o.shipped
+    for v in o.variant:
+        name, values = v.split("=")
+        vals = [int(x) for x in values.split(",")]
+        if len(vals) != len(KEYS):
+            ap.error(f"--variant {v}: expected {len(KEYS)} values ({', '.join(KEYS)})")
+        dirs[name] = config_dir(vals, shapes, device)
+    if not dirs:
+        ap.error("no --variant and no --shipped")
+    handles = {name: Blocktune(lib, d, cache) for name, d in dirs.items()}
+    first = next(iter(handles))
+    for N, K in shapes:
+        for M in map(int, o.ms.split(",")):
+            nsets = rotation_sets(M, N, K)
+            sets = [inputs(M, N, K) for _ in range(nsets)]
+            calls, outs = {}, {}
+            for name, h in handles.items():
+                h.prepare(M, N, K)
+                calls[name] = (lambda h: lambda i: h.gemm(sets[i % nsets], M, N, K))(h)
+            calls["peer"] = lambda i: peer(sets[i % nsets])
+            for name, call in calls.items():
+                call(0)
+                torch.cuda.synchronize()
+                outs[name] = sets[0]["c"].clone()
+            n = max(nsets, min(400, int(2000 / max(replay_us(graph(calls[first], nsets), nsets), 0.5))))
+            graphs = {name: graph(c, n) for name, c in calls.items()}
+            names, times = list(graphs), {name: [] for name in graphs}
+            for r in range(11):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    times[name].append(replay_us(graphs[name], n))
+            print(json.dumps({"N": N, "K": K, "M": M,
+                              "us": {k: round(statistics.median(v), 2) for k, v in times.items()},
+                              "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}")
+                                           for k in outs if k != first}}), flush=True)
+            del graphs, sets, outs
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
