@@ -145,11 +145,6 @@ __device__ __forceinline__ void load_scales4(const float *row, int kb, int ks, b
         v[j] = exists && kb + j < ks ? __ldg(row + kb + j) : 0.f;
 }
 
-__device__ __forceinline__ void prefetch_l1(const void *p)
-{
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
-}
-
 __device__ __forceinline__ float ld_shared_f32(u32 addr)
 {
     float v;
@@ -214,7 +209,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     k_range(kblocks, krank, kb0, kb1);
 
     // Whether the scale warps load four K blocks' scales at a time (see the producer).
-    const bool windowed = BM == 128 && ksc % 32 == 0 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
+    const bool windowed = BM == 128 && ksc % 4 == 0 && ksc > 4 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full0 + 8 * s, 1 + 32 * (windowed ? SCALE_WARPS : 1)); // TMA expect_tx (+ bytes), scale lanes
@@ -285,15 +280,15 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             }
         } else if (windowed && tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
-            // Windowed scale warps, for 128-row tiles when ks is a multiple of 32 (K a multiple
-            // of 4096). A K block's column of As is then 128 words whose addresses are 4 * ks
-            // bytes, a multiple of 128, apart: all in one L1 bank, so the copies above serialize
-            // 32-fold in the L1 data path that the tensor cores' operands share (K = 16384 ran
-            // 10% slower per K block than K = 16512).
-            // Each lane instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load
-            // (the next four are prefetched into L1 meanwhile) and stores one column per stage.
-            // The loads block the warp, which costs more than the conflicts at small M and when
-            // they conflict less, hence only here.
+            // Windowed scale warps, for 128-row tiles whose scale rows are 16-byte aligned. A K
+            // block's column of As is 128 words 4 * ks bytes apart; with ks a multiple of 32 (K
+            // a multiple of 4096) they all fall in one L1 bank, with ks = 56 in four, so the
+            // copies above serialize 8- to 32-fold in the L1 data path that the tensor cores'
+            // operands share (K = 16384 ran 10% slower per K block than K = 16512). Each lane
+            // instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load and
+            // stores one column per stage. The loads block the warp, which costs more than the
+            // conflicts when there are few K blocks (K = 512) and at small M, where the tiles
+            // are 64 rows and the copies stay.
             const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
             float a[2][4], b[4]; // rows 64w + lane and 64w + lane + 32; a weight-scale block
             int stage = 0, phase = 0;
@@ -302,33 +297,15 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 tile_of(u, tiles_m, tiles_n, rank, tm, tn);
                 const int nb = tn * BN / QBN + lane < nblocks ? tn * BN / QBN + lane : nblocks - 1;
                 const bool weights = w == 0 && lane < NBS;
-                // This tile's rows (rows past M read as zero) and, for the last prefetch, the
-                // next tile's.
-                int ntm = tm, ntn;
-                if (u + clusters < units)
-                    tile_of(u + clusters, tiles_m, tiles_n, rank, ntm, ntn);
-                const float *row[2], *next[2];
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int r = tm * BM + 64 * w + lane + 32 * i, nr = r + (ntm - tm) * BM;
-                    row[i] = r < M ? As + (long)r * ksc : nullptr;
-                    next[i] = nr < M ? As + (long)nr * ksc + kb0 : nullptr;
-                }
-                const float *wrow = Bs + (long)nb * ksc;
                 for (int kb = kb0; kb < kb1; kb++) {
                     if ((kb - kb0) % 4 == 0) {
 #pragma unroll
                         for (int i = 0; i < 2; i++) {
-                            load_scales4(row[i], kb, ksc, row[i] != nullptr, a[i]);
-                            const float *ahead = kb + 4 < kb1 ? (row[i] ? row[i] + kb + 4 : nullptr) : next[i];
-                            if (ahead)
-                                prefetch_l1(ahead);
+                            const int r = tm * BM + 64 * w + lane + 32 * i; // rows past M read as zero
+                            load_scales4(As + (long)(r < M ? r : 0) * ksc, kb, ksc, r < M, a[i]);
                         }
-                        if (weights) {
-                            load_scales4(wrow, kb, ksc, true, b);
-                            if (kb + 4 < kb1)
-                                prefetch_l1(wrow + kb + 4);
-                        }
+                        if (weights)
+                            load_scales4(Bs + (long)nb * ksc, kb, ksc, true, b);
                     }
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
                     const u32 ss = base + OFF_S + stage * S_BYTES;
