@@ -1,0 +1,74 @@
+"""The native kernel on FP8 and on INT8 inputs with the same config, interleaved in one process
+(the method of sidebyside.py), and optionally INT8 through a second build of the library, e.g.
+one whose promotion skips the s32 -> f32 conversion (wrong results, timing only):
+
+    sed -i 's/(float)P\\[j \\* 4 + \\([0-3]\\)\\]/__int_as_float(P[j * 4 + \\1])/' templates/native.cuh
+    make BUILD=/tmp/nocvt /tmp/nocvt/libblocktune.so && git checkout templates/native.cuh
+
+Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,4096 \\
+           [--config 128,128,5,8,1,1] [--variant-lib /tmp/nocvt/libblocktune.so]
+Prints one JSON line per (N, K, M): microseconds and TFLOPS of each."""
+import argparse, ctypes, json, os, statistics, tempfile, torch
+
+from peer import graph, replay_us, rotation_sets  # bench/ is on the path
+from sidebyside import Args, Blocktune, inputs
+from variants import KEYS
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--ms", required=True)
+    ap.add_argument("--config", default="128,128,5,8,1,1")
+    ap.add_argument("--lib", default="build/libblocktune.so")
+    ap.add_argument("--variant-lib")
+    o = ap.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    device = torch.cuda.get_device_name().replace(" ", "_")
+    cfg = dict(zip(KEYS, map(int, o.config.split(","))))
+    d = tempfile.mkdtemp(prefix="blocktune-int8-")
+    for N, K in shapes:
+        for dtype in ("fp8_w8a8", "int8_w8a8"):
+            name = f"N={N},K={K},device_name={device},dtype={dtype},block_shape=[128, 128],kernel=native.json"
+            with open(os.path.join(d, name), "w") as f:
+                json.dump({"1": cfg, "4096": cfg}, f)
+    kernels = {"fp8": (o.lib, 0), "int8": (o.lib, 1)}
+    if o.variant_lib:
+        kernels["int8_variant"] = (o.variant_lib, 1)
+    libs = {path: ctypes.CDLL(path) for path, _ in kernels.values()}
+    handles = {k: Blocktune(libs[path], d, tempfile.mkdtemp(prefix="blocktune-int8-cache-")) for k, (path, _) in kernels.items()}
+    for N, K in shapes:
+        for M in map(int, o.ms.split(",")):
+            nsets = rotation_sets(M, N, K)
+            fp8 = [inputs(M, N, K) for _ in range(nsets)]
+            int8 = [dict(s, a=torch.randint(-127, 128, (M, K), dtype=torch.int8, device="cuda"),
+                         b=torch.randint(-127, 128, (N, K), dtype=torch.int8, device="cuda")) for s in fp8]
+            calls = {}
+            for k, (_, inp) in kernels.items():
+                h, sets = handles[k], int8 if inp else fp8
+                h.check(h.lib.blocktune_prepare(h.h, ctypes.byref(Args(0, 0, 0, 0, 0, M, N, K, inp, 1, 128, 128)),
+                                                (ctypes.c_long * 1)(M), 1, h.err, 512), "blocktune_prepare")
+
+                def call(i, h=h, sets=sets, inp=inp):
+                    s = sets[i % nsets]
+                    a = Args(s["a"].data_ptr(), s["b"].data_ptr(), s["sa"].data_ptr(), s["sb"].data_ptr(),
+                             s["c"].data_ptr(), M, N, K, inp, 1, 128, 128)
+                    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                    h.check(h.lib.blocktune_gemm(h.h, ctypes.byref(a), stream, h.err, 512), "blocktune_gemm")
+                calls[k] = call
+            graphs = {k: graph(c, 30) for k, c in calls.items()}
+            names, times = list(graphs), {k: [] for k in graphs}
+            for r in range(11):
+                for k in names[r % len(names):] + names[:r % len(names)]:
+                    times[k].append(replay_us(graphs[k], 30))
+            us = {k: round(statistics.median(v), 1) for k, v in times.items()}
+            print(json.dumps({"N": N, "K": K, "M": M, "us": us,
+                              "TFLOPS": {k: round(2 * M * N * K / v / 1e6) for k, v in us.items()}}), flush=True)
+            del graphs, fp8, int8
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
