@@ -410,57 +410,52 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             };
 
             const int nk = kb1 - kb0; // this CTA's K blocks of the tile
+            scales prev, next; // the scales of the oldest K block in flight, and of the next one
+            int prev_stage = stage;
+            // Waits for the oldest wgmma group in flight (the only one if last), frees its slot
+            // and promotes its partial.
+            auto finish = [&](acc_t(&P)[FN * 4], bool last) {
+                if (last)
+                    wgmma_wait<0>();
+                else
+                    wgmma_wait<1>();
+                pin(P);
+                release(prev_stage);
+                promote(P, prev);
+            };
+            // Issues the next K block into P while the one before it, in Q, is finished.
+            auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4]) {
+                wait_full(next);
+                issue(P);
+                finish(Q, false);
+                prev = next, prev_stage = stage;
+                advance();
+            };
             if constexpr (!DOUBLE) {
                 for (int kb = 0; kb < nk; kb++) {
-                    scales sc;
-                    wait_full(sc);
+                    wait_full(prev);
+                    prev_stage = stage;
                     issue(part0);
-                    wgmma_wait<0>();
-                    pin(part0);
-                    release(stage);
                     advance();
-                    promote(part0, sc);
+                    finish(part0, true);
                 }
-            } else {
+            } else if (nk > 0) {
                 // K block kb is in flight in one partial while kb - 1 is promoted from the
                 // other; unrolled by two so that each partial is a fixed register array.
-                scales prev, next;
-                int prev_stage = stage;
-                // Waits for the older wgmma group in flight (the only one if last), frees its
-                // slot and promotes its partial.
-                auto finish = [&](acc_t(&P)[FN * 4], bool last) {
-                    if (last)
-                        wgmma_wait<0>();
-                    else
-                        wgmma_wait<1>();
-                    pin(P);
-                    release(prev_stage);
-                    promote(P, prev);
-                };
-                if (nk > 0) {
-                    wait_full(prev);
-                    issue(part0);
-                    advance();
-                    for (int kb = 1;; kb += 2) {
-                        if (kb == nk) {
-                            finish(part0, true);
-                            break;
-                        }
-                        wait_full(next);
-                        issue(part1);
-                        finish(part0, false);
-                        prev = next, prev_stage = stage;
-                        advance();
-                        if (kb + 1 == nk) {
-                            finish(part1, true);
-                            break;
-                        }
-                        wait_full(next);
-                        issue(part0);
-                        finish(part1, false);
-                        prev = next, prev_stage = stage;
-                        advance();
+                wait_full(prev);
+                issue(part0);
+                advance();
+                for (int kb = 1;; kb += 2) {
+                    if (kb == nk) {
+                        finish(part0, true);
+                        break;
                     }
+                    step(part0, part1);
+                    if (kb + 1 == nk) {
+                        finish(part1, true);
+                        break;
+                    }
+                    step(part1, part0);
                 }
             }
             if (SPLIT > 1) {
