@@ -83,9 +83,9 @@ constexpr int SLOT_FLOATS = BM * BN; // one partial tile, in consumer-thread ord
 typedef wgmma<INT8, BN> mma;
 typedef typename mma::acc acc_t;
 
-// Scale warps: one per 64 rows of the tile; each lane arrives on a full barrier once its scales
-// are there.
-constexpr int SCALE_WARPS = BM / 64, SCALE_ARRIVALS = 32 * SCALE_WARPS;
+// Scale warps: one that copies each stage's scales, or (windowed, see the producer) one per 64
+// rows of the tile; each lane arrives on a full barrier once its scales are there.
+constexpr int SCALE_WARPS = BM / 64;
 
 // Two 16-bit outputs packed into one word, x0 in the low half (cvt packs its first source
 // into the high half).
@@ -208,9 +208,11 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     int kb0, kb1;
     k_range(kblocks, krank, kb0, kb1);
 
+    // Whether the scale warps load four K blocks' scales at a time (see the producer).
+    const bool windowed = BM == 128 && ksc % 4 == 0 && ksc > 4 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1 + SCALE_ARRIVALS); // TMA expect_tx (+ bytes), scale lanes
+            mbar_init(full0 + 8 * s, 1 + 32 * (windowed ? SCALE_WARPS : 1)); // TMA expect_tx (+ bytes), scale lanes
             mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
         }
         if (SPLIT > 1) { // (an mbarrier of count 0 is invalid: ptxas crashes on one)
@@ -226,7 +228,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 
     if (wg == NC) {
         // Producer warpgroup: hands most of its registers to the consumers; one thread issues
-        // the tile copies, the next BM / 64 warps the scales.
+        // the tile copies, the next warp (or BM / 64 warps) the scales.
         regs_dealloc<PRODUCER_REGS>();
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
@@ -250,62 +252,73 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                         stage = 0, phase ^= 1;
                 }
             }
-        } else if (tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
-            // The scale warps: the same walk over tiles and K blocks, each warp putting the
-            // activation scales of 64 rows (two per lane) and the first one the tile's weight
-            // scales into each stage's slot. As is row-major [M, ks]: a K block's column is
-            // words 4 * ks bytes apart, which with ks a multiple of 32 (K a multiple of 4096)
-            // all fall in one L1 bank, with ks = 56 in four, so copying a column per stage
-            // serializes 8- to 32-fold in the L1 data path that the tensor cores' operands share
-            // (K = 16384 ran 10% slower per K block than K = 16512). Where the rows are 16-byte
-            // aligned, 128-row tiles therefore load K blocks kb .. kb + 3 of a row at once into
-            // registers and store one column per stage. Those loads block the warp, which costs
-            // more than the conflicts when there are few K blocks (K = 512) and at small M (64-row
-            // tiles), so there cp.async copies each stage's scales and a lane's arrival waits
-            // for its own copies.
-            const bool windowed = BM == 128 && ksc % 4 == 0 && ksc > 4 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
-            const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
-            float a[2][4], b[4]; // windowed: rows 64w + lane and 64w + lane + 32; a weight-scale block
+        } else if (!windowed && tid / 32 == 1) {
+            // The scale warp: the same walk over tiles and K blocks; cp.async copies the
+            // stage's BM activation scales (As is row-major, so a K block's column is strided)
+            // and the tile's weight scales, and each lane's arrival waits for its own copies.
+            const int lane = tid % 32, nblocks = (N + QBN - 1) / QBN;
             int stage = 0, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
                 tile_of(u, tiles_m, tiles_n, rank, tm, tn);
-                const int r0 = tm * BM + 64 * w + lane; // this lane's rows r0 and r0 + 32; past M read as zero
+                const int nb0 = tn * BN / QBN;
+                for (int kb = kb0; kb < kb1; kb++) {
+                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                    const u32 ss = base + OFF_S + stage * S_BYTES;
+#pragma unroll
+                    for (int i = lane; i < BM; i += 32) {
+                        const int r = tm * BM + i; // rows past M read as zero
+                        cp_async4(ss + 4 * i, As + (long)(r < M ? r : 0) * ksc + kb, r < M);
+                    }
+                    if (lane < NBS) {
+                        const int nb = nb0 + lane < nblocks ? nb0 + lane : nblocks - 1;
+                        cp_async4(ss + 4 * (BM + lane), Bs + (long)nb * ksc + kb, true);
+                    }
+                    cp_async_arrive(full0 + 8 * stage);
+                    if (++stage == STAGES)
+                        stage = 0, phase ^= 1;
+                }
+            }
+        } else if (windowed && tid / 32 >= 1 && tid / 32 <= SCALE_WARPS) {
+            // Windowed scale warps, for 128-row tiles whose scale rows are 16-byte aligned. A K
+            // block's column of As is 128 words 4 * ks bytes apart; with ks a multiple of 32 (K
+            // a multiple of 4096) they all fall in one L1 bank, with ks = 56 in four, so the
+            // copies above serialize 8- to 32-fold in the L1 data path that the tensor cores'
+            // operands share (K = 16384 ran 10% slower per K block than K = 16512). Each lane
+            // instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load and
+            // stores one column per stage. The loads block the warp, which costs more than the
+            // conflicts when there are few K blocks (K = 512) and at small M, where the tiles
+            // are 64 rows and the copies stay.
+            const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
+            float a[2][4], b[4]; // rows 64w + lane and 64w + lane + 32; a weight-scale block
+            int stage = 0, phase = 0;
+            for (int u = cluster; u < units; u += clusters) {
+                int tm, tn;
+                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
                 const int nb = tn * BN / QBN + lane < nblocks ? tn * BN / QBN + lane : nblocks - 1;
                 const bool weights = w == 0 && lane < NBS;
                 for (int kb = kb0; kb < kb1; kb++) {
-                    if (windowed && (kb - kb0) % 4 == 0) {
+                    if ((kb - kb0) % 4 == 0) {
 #pragma unroll
                         for (int i = 0; i < 2; i++) {
-                            const int r = r0 + 32 * i;
+                            const int r = tm * BM + 64 * w + lane + 32 * i; // rows past M read as zero
                             load_scales4(As + (long)(r < M ? r : 0) * ksc, kb, ksc, r < M, a[i]);
                         }
                         if (weights)
                             load_scales4(Bs + (long)nb * ksc, kb, ksc, true, b);
                     }
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                    const u32 ss = base + OFF_S + stage * S_BYTES, sa = ss + 4 * (64 * w + lane), sw = ss + 4 * (BM + lane);
-                    if (windowed) {
+                    const u32 ss = base + OFF_S + stage * S_BYTES;
 #pragma unroll
-                        for (int i = 0; i < 2; i++)
-                            st_shared_f32(sa + 4 * 32 * i, a[i][0]);
-                        if (weights)
-                            st_shared_f32(sw, b[0]);
-                        mbar_arrive(full0 + 8 * stage); // releases the stores to the consumers
-                        // The next K block's scales move to the front (a fixed index: no local memory).
+                    for (int i = 0; i < 2; i++)
+                        st_shared_f32(ss + 4 * (64 * w + lane + 32 * i), a[i][0]);
+                    if (weights)
+                        st_shared_f32(ss + 4 * (BM + lane), b[0]);
+                    mbar_arrive(full0 + 8 * stage); // releases the stores to the consumers
+                    // The next K block's scales move to the front (a fixed index: no local memory).
 #pragma unroll
-                        for (int j = 0; j < 3; j++)
-                            a[0][j] = a[0][j + 1], a[1][j] = a[1][j + 1], b[j] = b[j + 1];
-                    } else {
-#pragma unroll
-                        for (int i = 0; i < 2; i++) {
-                            const int r = r0 + 32 * i;
-                            cp_async4(sa + 4 * 32 * i, As + (long)(r < M ? r : 0) * ksc + kb, r < M);
-                        }
-                        if (weights)
-                            cp_async4(sw, Bs + (long)nb * ksc + kb, true);
-                        cp_async_arrive(full0 + 8 * stage);
-                    }
+                    for (int j = 0; j < 3; j++)
+                        a[0][j] = a[0][j + 1], a[1][j] = a[1][j + 1], b[j] = b[j + 1];
                     if (++stage == STAGES)
                         stage = 0, phase ^= 1;
                 }
