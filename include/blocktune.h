@@ -39,6 +39,11 @@ typedef struct {
     const char *config_dir; /* where `tune` wrote its configs; NULL: built-in heuristic only */
     const char *cache_dir;  /* compiled-kernel cache; NULL: $XDG_CACHE_HOME/blocktune or
                                ~/.cache/blocktune */
+    int pdl; /* nonzero: launch native kernels with programmatic dependent launch, so that one
+                is set up (launched, its barriers initialized) while the kernel before it in the
+                stream finishes; it reads and writes memory only once that kernel has completed,
+                so any kernel may come before it. Native kernels also let the next such kernel
+                start early. */
 } blocktune_options;
 
 typedef struct {

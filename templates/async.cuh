@@ -167,6 +167,17 @@ __device__ __forceinline__ void prefetch_tensor_map(const tensor_map *map)
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
 }
 
+// Programmatic dependent launch (sm_90). A grid launched with programmatic stream
+// serialization may start while the kernel before it in the stream still runs; griddep_wait
+// returns once that kernel has completed and its memory is visible (at once for a grid launched
+// without the attribute), so whatever it may have written is read, and whatever it may still
+// read is written, only after it. griddep_launch_dependents lets the next such grid start.
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // Moves registers between warpgroups: the producer gives most of its away, the consumers that
 // hold the accumulators take them. Takes effect only under a register cap at launch.
 template <int N> __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }

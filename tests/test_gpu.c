@@ -157,7 +157,7 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
                     char desc[256];
                     bt_cand_format(f, &cands[i], desc, sizeof desc);
                     if (bt_problem_poison(&fx->g, &p, fx->g.stream, &err) ||
-                        bt_kernel_launch(&fx->g, &ks[i], &p.args, fx->g.stream, &err) ||
+                        bt_kernel_launch(&fx->g, &ks[i], &p.args, fx->g.stream, 0, &err) ||
                         bt_compare(&fx->g, &p, v, ref, &chk, &err)) {
                         bt_check_fail(t, __FILE__, __LINE__, "%s M=%ld N=%ld K=%ld: %s", desc, M, N, K, err.msg);
                         goto next_shape;

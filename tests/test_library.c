@@ -27,7 +27,8 @@ static void write_config(bt_t *t, const char *dir, const bt_family *f, const cha
     bt_config_free(&c);
 }
 
-/* Runs g through the library and checks C against the reference. */
+/* Runs g through the library and checks C against the reference. A and the scales are
+ * written again by the kernel just before (the one a programmatic launch overlaps). */
 static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K, bt_out_type out,
                        const char *expect_desc)
 {
@@ -37,8 +38,8 @@ static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K
     CUdeviceptr ref = 0;
     char msg[512], desc[512];
     if (bt_problem_alloc(g, M, N, K, &v, &p, &err) || g->cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
-        bt_problem_fill(g, &p, &v, 99, &err) || bt_reference(g, &p, &v, ref, &err) ||
-        bt_problem_poison(g, &p, g->stream, &err)) {
+        bt_problem_fill(g, &p, &v, 98, &err) || bt_problem_poison(g, &p, g->stream, &err) ||
+        bt_problem_fill(g, &p, &v, 99, &err)) {
         bt_check_fail(t, __FILE__, __LINE__, "setup: %s", err.msg);
         goto out;
     }
@@ -48,6 +49,10 @@ static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K
     CHECK_CONTAINS(desc, expect_desc);
     if (blocktune_gemm(bt, &a, g->stream, msg, sizeof msg)) {
         bt_check_fail(t, __FILE__, __LINE__, "blocktune_gemm: %s", msg);
+        goto out;
+    }
+    if (bt_reference(g, &p, &v, ref, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "reference: %s", err.msg);
         goto out;
     }
     bt_check chk;
@@ -129,6 +134,96 @@ TEST(gpu_library_dispatch_and_graph_capture)
     CHECK(blocktune_gemm(bt, &bad, g.stream, msg, sizeof msg) == -1);
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
 out:
+    blocktune_close(bt);
+    bt_jit_close(jit);
+    bt_gpu_close(&g);
+}
+
+/* Programmatic dependent launch: native kernels that start while the kernel writing their A
+ * and scales finishes still read what it wrote, with clusters and split-K too, and back to
+ * back in a graph. */
+TEST(gpu_library_programmatic_launch)
+{
+    bt_gpu g;
+    bt_jit *jit;
+    bt_err err = {{0}};
+    char dir[4200], cache[4200], msg[512];
+    blocktune *bt = NULL;
+    bt_problem p[2];
+    int np = 0;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUdeviceptr ref[2] = {0, 0};
+    snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
+    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+        SKIP("%s", err.msg);
+    if (strcmp(g.target.arch, "sm_90a") != 0) {
+        bt_jit_close(jit);
+        bt_gpu_close(&g);
+        SKIP("the native kernels need sm_90a");
+    }
+    snprintf(dir, sizeof dir, "%s/pdlconfigs", bt_test_tmpdir());
+    CHECK(bt_mkdirs(dir, &err) == 0);
+    write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1});
+    write_config(t, dir, &bt_family_native, g.info.name, 4096, 512, 512, (int[]){128, 128, 4, 8, 2, 1});
+    write_config(t, dir, &bt_family_native, g.info.name, 512, 7168, 16, (int[]){64, 24, 12, 8, 1, 4});
+    blocktune_options opt = {.config_dir = dir, .cache_dir = cache, .pdl = 1};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    check_gemm(t, &g, bt, 64, 3072, 1536, BT_OUT_BF16, "native BLOCK_SIZE_M=64 BLOCK_SIZE_N=48");
+    check_gemm(t, &g, bt, 500, 4096, 512, BT_OUT_BF16, "CLUSTER_M=2");
+    check_gemm(t, &g, bt, 16, 512, 7168, BT_OUT_F16, "SPLIT_K=4");
+    check_gemm(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, "native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128"); /* heuristic */
+
+    /* Captured: a fill, then two GEMMs of different shapes back to back, each overlapping the
+     * kernel before it. */
+    {
+        bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+        const long shapes[2][3] = {{64, 3072, 1536}, {500, 4096, 512}};
+        blocktune_gemm_args a[2];
+        for (; np < 2; np++) {
+            long M = shapes[np][0], N = shapes[np][1], K = shapes[np][2];
+            if (bt_problem_alloc(&g, M, N, K, &v, &p[np], &err) ||
+                g.cu.cuMemAlloc(&ref[np], (size_t)(M * N) * 4) != CUDA_SUCCESS ||
+                bt_problem_fill(&g, &p[np], &v, 7, &err) || bt_problem_poison(&g, &p[np], g.stream, &err)) {
+                bt_check_fail(t, __FILE__, __LINE__, "setup: %s", err.msg);
+                np++;
+                goto out;
+            }
+            a[np] = (blocktune_gemm_args){p[np].args.A, p[np].args.B, p[np].args.As, p[np].args.Bs, p[np].args.C,
+                                          M, N, K, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+            CHECK(blocktune_prepare(bt, &a[np], &M, 1, msg, sizeof msg) == 0);
+        }
+        CHECK(g.cu.cuStreamBeginCapture(g.stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+        int rc = bt_problem_fill(&g, &p[0], &v, 8, &err);
+        rc = rc || blocktune_gemm(bt, &a[0], g.stream, msg, sizeof msg) || blocktune_gemm(bt, &a[1], g.stream, msg, sizeof msg);
+        CHECK(g.cu.cuStreamEndCapture(g.stream, &graph) == CUDA_SUCCESS);
+        CHECK(rc == 0);
+        CHECK(graph && g.cu.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+        CHECK(exec && g.cu.cuGraphLaunch(exec, g.stream) == CUDA_SUCCESS);
+        for (int i = 0; i < 2; i++) {
+            bt_check chk = {0};
+            if (bt_reference(&g, &p[i], &v, ref[i], &err) || bt_compare(&g, &p[i], &v, ref[i], &chk, &err)) {
+                bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+                continue;
+            }
+            if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(BT_OUT_BF16)))
+                bt_check_fail(t, __FILE__, __LINE__, "graph GEMM %d: rel_err %.3g, %llu unwritten, %llu guard", i,
+                              chk.rel_err, chk.nonfinite, chk.guard);
+        }
+    }
+out:
+    if (exec)
+        g.cu.cuGraphExecDestroy(exec);
+    if (graph)
+        g.cu.cuGraphDestroy(graph);
+    for (int i = 0; i < np; i++)
+        bt_problem_free(&g, &p[i]);
+    for (int i = 0; i < 2; i++)
+        if (ref[i])
+            g.cu.cuMemFree(ref[i]);
     blocktune_close(bt);
     bt_jit_close(jit);
     bt_gpu_close(&g);

@@ -35,6 +35,7 @@ struct blocktune {
     int ncfgs;
     loaded *kernels;
     int nkernels;
+    int pdl; /* blocktune_options.pdl */
 };
 
 static int fail(char *err, size_t n, const bt_err *e)
@@ -57,6 +58,7 @@ int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, siz
     }
     if (opt && opt->config_dir)
         bt->config_dir = bt_strdup(opt->config_dir);
+    bt->pdl = opt && opt->pdl;
     *out = bt;
     return 0;
 }
@@ -214,7 +216,7 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
         return fail(err, errlen, &e);
     choose(bt, g->M, g->N, g->K, &v, &c);
     bt_kernel *k = kernel_for(bt, &c, &v, &e);
-    if (!k || bt_kernel_launch(&bt->gpu, k, &a, stream, &e))
+    if (!k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e))
         return fail(err, errlen, &e);
     return 0;
 }

@@ -295,6 +295,7 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
 const bt_family bt_family_native = {
     .name = "native",
     .abi = BT_ABI_TMA,
+    .programmatic = 1,
     .entry = "native.cuh",
     .kernel = "bt_native_gemm",
     .nparams = NV_NPARAM,

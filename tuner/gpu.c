@@ -111,19 +111,28 @@ void bt_gpu_close(bt_gpu *g)
     memset(g, 0, sizeof *g);
 }
 
-/* A launch configuration of geo's grid, blocks, shared memory and cluster shape; attr is the
- * cluster attribute cfg points at. */
-static void cluster_config(const bt_launch *geo, CUstream stream, CUlaunchConfig *cfg, CUlaunchAttribute *attr)
+/* A launch configuration of geo's grid, blocks and shared memory, with its cluster shape if
+ * it has one and programmatic stream serialization if asked; attr (two) holds the attributes cfg
+ * points at. */
+static void launch_config(const bt_launch *geo, CUstream stream, int programmatic, CUlaunchConfig *cfg,
+                          CUlaunchAttribute attr[2])
 {
-    memset(attr, 0, sizeof *attr);
+    memset(attr, 0, 2 * sizeof *attr);
     memset(cfg, 0, sizeof *cfg);
-    attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr->value.clusterDim.x = geo->cluster[0], attr->value.clusterDim.y = geo->cluster[1];
-    attr->value.clusterDim.z = geo->cluster[2];
+    unsigned n = 0;
+    if (geo->cluster[0] * geo->cluster[1] * geo->cluster[2] > 1) {
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[n].value.clusterDim.x = geo->cluster[0], attr[n].value.clusterDim.y = geo->cluster[1];
+        attr[n++].value.clusterDim.z = geo->cluster[2];
+    }
+    if (programmatic) {
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[n++].value.programmaticStreamSerializationAllowed = 1;
+    }
     cfg->gridDimX = geo->grid[0], cfg->gridDimY = geo->grid[1], cfg->gridDimZ = geo->grid[2];
     cfg->blockDimX = geo->block[0], cfg->blockDimY = geo->block[1], cfg->blockDimZ = geo->block[2];
     cfg->sharedMemBytes = (unsigned)geo->smem, cfg->hStream = stream;
-    cfg->attrs = attr, cfg->numAttrs = 1;
+    cfg->attrs = attr, cfg->numAttrs = n;
 }
 
 int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
@@ -141,10 +150,10 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
     if (geo.cluster[0] > 1) {
         /* Clusters must sit inside one GPC, so fewer than SMs / size fit at once; a persistent
          * grid larger than that would run a second wave. */
-        CUlaunchAttribute attr;
+        CUlaunchAttribute attr[2];
         CUlaunchConfig cfg;
         geo.grid[0] = geo.cluster[0], geo.grid[1] = geo.grid[2] = 1; /* one cluster's worth */
-        cluster_config(&geo, NULL, &cfg, &attr);
+        launch_config(&geo, NULL, 0, &cfg, attr);
         BT_CU(&g->cu, cuOccupancyMaxActiveClusters(&k->max_clusters, k->fn, &cfg), err,
               "querying how many clusters fit");
         if (k->max_clusters < 1) {
@@ -208,7 +217,7 @@ out:
 }
 
 int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
-                     bt_err *err)
+                     int programmatic, bt_err *err)
 {
     int rc = -1;
     bt_launch geo;
@@ -233,13 +242,14 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
             goto out;
         params = tma_params;
     }
-    if (geo.cluster[0] * geo.cluster[1] * geo.cluster[2] > 1) {
+    programmatic = programmatic && k->family->programmatic;
+    if (geo.cluster[0] * geo.cluster[1] * geo.cluster[2] > 1 || programmatic) {
         /* The family sized a persistent grid for all SMs; no more clusters than fit at once. */
         if (k->max_clusters > 0 && geo.grid[0] / geo.cluster[0] > (unsigned)k->max_clusters)
             geo.grid[0] = (unsigned)k->max_clusters * geo.cluster[0];
-        CUlaunchAttribute attr;
+        CUlaunchAttribute attr[2];
         CUlaunchConfig cfg;
-        cluster_config(&geo, stream, &cfg, &attr);
+        launch_config(&geo, stream, programmatic, &cfg, attr);
         BT_CU(&g->cu, cuLaunchKernelEx(&cfg, k->fn, params, NULL), err, "launching the kernel");
     } else {
         BT_CU(&g->cu,

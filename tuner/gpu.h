@@ -53,9 +53,11 @@ void bt_kernel_unload(bt_gpu *g, bt_kernel *k);
 /* Checks shapes the kernels cannot take (K not a multiple of 16, sizes over int range). */
 int bt_gemm_check(const bt_gemm_args *a, bt_err *err);
 
-/* Enqueues one GEMM on stream; no allocation, no synchronisation (graph-capturable). */
+/* Enqueues one GEMM on stream; no allocation, no synchronisation (graph-capturable). With
+ * programmatic set, a kernel of a family that allows it is launched with programmatic stream
+ * serialization (it may start while the previous kernel in the stream finishes). */
 int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
-                     bt_err *err);
+                     int programmatic, bt_err *err);
 
 /* Device buffers of one GEMM problem filled with fresh random quantized data. */
 typedef struct {

@@ -313,7 +313,7 @@ static int do_run(wstate *s, const char *args)
     bt_check chk;
     bt_timing t;
     if (bt_problem_poison(&s->gpu, &s->prob, s->gpu.stream, &err) ||
-        bt_kernel_launch(&s->gpu, k, &s->prob.args, s->gpu.stream, &err)) {
+        bt_kernel_launch(&s->gpu, k, &s->prob.args, s->gpu.stream, 0, &err)) {
         reply("launch %s", oneline(&err));
         return 0;
     }
