@@ -2,7 +2,9 @@
 and blocktune's classic family, per DeepSeek-V3 shape and batch size, from the interleaved
 timings of bench/sidebyside.py.
 
-Usage: python3 bench/compare.py SIDEBYSIDE.jsonl"""
+Usage: python3 bench/compare.py SIDEBYSIDE.jsonl
+Rows with native_pdl_us (sidebyside.py --pdl) also get a second table: the native kernels with
+and without programmatic dependent launch."""
 import json, math, re, sys
 
 COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes read + written)
@@ -13,6 +15,22 @@ def config(kernel):
     return ",".join(re.findall(r"=(\d+)", kernel.split("(")[0])) or kernel
 
 
+def floor_us(N, K, M):
+    """Bytes of A, B, their scales and a 16-bit C at the copy bandwidth."""
+    ks, ns = math.ceil(K / 128), math.ceil(N / 128)
+    return (M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N) / (COPY_TBPS * 1e6)
+
+
+def pdl_table(rows):
+    print("\n| N | K | M | native us | % of floor | with PDL us | % of floor | PDL gain | cuBLASLt us |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        N, K, M, n, d, p = r["N"], r["K"], r["M"], r["native_us"], r["native_pdl_us"], r["peer_us"]
+        f = floor_us(N, K, M)
+        print(f"| {N} | {K} | {M} | {n:.2f} | {100 * f / n:.0f}% | {d:.2f} | {100 * f / d:.0f}% | "
+              f"{n / d:.3f}x | {f'{p:.2f}' if p else '-'} |")
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
     print("| N | K | M | native us | config | TFLOPS | % of memory floor | cuBLASLt us | classic us | vs cuBLASLt | vs classic |")
@@ -20,17 +38,17 @@ def main():
     sp_peer, sp_cla = [], []
     for r in rows:
         N, K, M, n, p, c = r["N"], r["K"], r["M"], r["native_us"], r["peer_us"], r["classic_us"]
-        ks, ns = math.ceil(K / 128), math.ceil(N / 128)
-        floor_us = (M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N) / (COPY_TBPS * 1e6)
         if p:
             sp_peer.append(p / n)
         sp_cla.append(c / n)
         print(f"| {N} | {K} | {M} | {n:.2f} | {config(r['native_kernel'])} | {2 * M * N * K / n / 1e6:.0f} | "
-              f"{100 * floor_us / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
+              f"{100 * floor_us(N, K, M) / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
               f"{f'{p / n:.2f}x' if p else 'refused'} | {c / n:.2f}x |")
     g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
     print(f"\ngeomean speedup over cuBLASLt block-scaled: {g(sp_peer):.3f} over {len(sp_peer)} points; "
           f"over the classic kernel: {g(sp_cla):.3f} over {len(sp_cla)} points")
+    if rows and all("native_pdl_us" in r for r in rows):
+        pdl_table(rows)
 
 
 if __name__ == "__main__":

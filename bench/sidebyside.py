@@ -5,10 +5,14 @@ graph of back-to-back calls rotating over input sets totalling >= 4x L2 (~2 ms p
 15 rounds, each replaying the three graphs in a rotating order; the median of each. All three
 read the same FP8 codes and scales (cuBLASLt's activation scales M-major, ours row-major).
 
+With --pdl a fourth graph runs the native kernels with programmatic dependent launch
+(blocktune_options.pdl): each call is set up while the call before it finishes.
+
 Usage: python3 bench/sidebyside.py --configs configs --shapes 7168x2304,576x7168 --ms 16,4096
-       [--cache DIR]
+       [--cache DIR] [--pdl]
 Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where cuBLASLt
-refuses), the native kernel, and each output's relative difference from the native one."""
+refuses), native_pdl_us with --pdl, the native kernel, and each output's relative difference
+from the native one."""
 import argparse, ctypes, glob, json, math, os, statistics, sys, tempfile, torch
 
 from peer import graph, make_inputs, replay_us, rotation_sets  # bench/ is on the path
@@ -22,16 +26,16 @@ class Args(ctypes.Structure):
 
 
 class Opts(ctypes.Structure):
-    _fields_ = [("config_dir", ctypes.c_char_p), ("cache_dir", ctypes.c_char_p)]
+    _fields_ = [("config_dir", ctypes.c_char_p), ("cache_dir", ctypes.c_char_p), ("pdl", ctypes.c_int)]
 
 
 class Blocktune:
     """One libblocktune handle over one config directory."""
 
-    def __init__(self, lib, config_dir, cache_dir):
+    def __init__(self, lib, config_dir, cache_dir, pdl=False):
         self.lib, self.err, self.h = lib, ctypes.create_string_buffer(512), ctypes.c_void_p()
-        if lib.blocktune_open(ctypes.byref(self.h), ctypes.byref(Opts(config_dir.encode(), cache_dir.encode())),
-                              self.err, 512):
+        opts = Opts(config_dir.encode(), cache_dir.encode(), int(pdl))
+        if lib.blocktune_open(ctypes.byref(self.h), ctypes.byref(opts), self.err, 512):
             sys.exit("blocktune_open: " + self.err.value.decode())
 
     def check(self, rc, what):
@@ -69,7 +73,7 @@ def rel_diff(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
-def point(native, classic, M, N, K):
+def point(native, classic, M, N, K, pdl=None):
     nsets = rotation_sets(M, N, K)
     sets = [inputs(M, N, K) for _ in range(nsets)]
     kernel = native.prepare(M, N, K)
@@ -77,6 +81,9 @@ def point(native, classic, M, N, K):
     calls = {"native": lambda i: native.gemm(sets[i % nsets], M, N, K),
              "classic": lambda i: classic.gemm(sets[i % nsets], M, N, K),
              "peer": lambda i: peer(sets[i % nsets])}
+    if pdl:  # the same kernels, each allowed to start while the one before it finishes
+        pdl.prepare(M, N, K)
+        calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
     outs = {}
     for name in list(calls):
         try:
@@ -95,7 +102,9 @@ def point(native, classic, M, N, K):
         for name in names[r % len(names):] + names[:r % len(names)]:
             times[name].append(replay_us(graphs[name], n))
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
-    for name in ("native", "classic", "peer"):
+    for name in ("native", "classic", "peer", "native_pdl"):
+        if name == "native_pdl" and not pdl:
+            continue
         res[f"{name}_us"] = round(statistics.median(times[name]), 3) if name in times else None
         if name != "native" and name in outs:
             res[f"{name}_rel_diff"] = float(f"{rel_diff(outs[name], outs['native']):.2e}")
@@ -109,6 +118,8 @@ def main():
     ap.add_argument("--cache", help="compiled-kernel cache (e.g. filled by tune --dry-run); default: a new one")
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)
+    ap.add_argument("--pdl", action="store_true",
+                    help="also time the native graph with programmatic dependent launch (native_pdl_us)")
     o = ap.parse_args()
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()  # the primary context is now current for the library
@@ -121,10 +132,11 @@ def main():
         if ",kernel=native" not in f:
             os.symlink(os.path.abspath(f), os.path.join(classic_dir, os.path.basename(f)))
     classic = Blocktune(lib, classic_dir, cache)
+    pdl = Blocktune(lib, o.configs, cache, pdl=True) if o.pdl else None
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
         for M in map(int, o.ms.split(",")):
-            print(json.dumps(point(native, classic, M, N, K)), flush=True)
+            print(json.dumps(point(native, classic, M, N, K, pdl)), flush=True)
             torch.cuda.empty_cache()
 
 
