@@ -197,7 +197,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     const u32 base = smem_addr(dyn + ((BT_NV_ALIGN - smem_addr(dyn) % BT_NV_ALIGN) % BT_NV_ALIGN));
     const u32 full0 = base + OFF_BAR, empty0 = full0 + 8 * STAGES;
     const u32 reduced = empty0 + 8 * STAGES, slot_free = reduced + 8;
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    // The warpgroup, broadcast from lane 0 so that the compiler knows it is the same across the
+    // warp: what derives from it (the wgmma descriptors) then stays in uniform registers.
+    const int wg = __shfl_sync(0xffffffff, (int)threadIdx.x / 128, 0), tid = threadIdx.x % 128;
     const int crank = CTAS > 1 ? (int)cluster_rank() : 0;
     const int rank = CLUSTER > 1 ? crank : 0, krank = SPLIT > 1 ? crank : 0;
     const int cluster = blockIdx.x / CTAS, clusters = gridDim.x / CTAS;
