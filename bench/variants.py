@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--ms", required=True)
     ap.add_argument("--variant", action="append", default=[], help="NAME=BM,BN,stages,GM,cluster,split")
     ap.add_argument("--shipped", help="a config directory to compare as one more variant")
+    ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
     o = ap.parse_args()
@@ -63,7 +64,8 @@ def main():
             for name, h in handles.items():
                 h.prepare(M, N, K)
                 calls[name] = (lambda h: lambda i: h.gemm(sets[i % nsets], M, N, K))(h)
-            calls["peer"] = lambda i: peer(sets[i % nsets])
+            if not o.no_peer:
+                calls["peer"] = lambda i: peer(sets[i % nsets])
             for name, call in calls.items():
                 call(0)
                 torch.cuda.synchronize()
