@@ -5,7 +5,8 @@ beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
 Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
            --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs]
 A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K, used at
-every M; --shipped DIR adds DIR's configs as the variant "shipped". Prints one JSON line per
+every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
+once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 rotating order), cuBLASLt's as "peer", and each output's relative difference from the first."""
 import argparse, ctypes, json, os, statistics, tempfile, torch
@@ -34,6 +35,7 @@ def main():
     ap.add_argument("--variant", action="append", default=[], help="NAME=BM,BN,stages,GM,cluster,split")
     ap.add_argument("--shipped", help="a config directory to compare as one more variant")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
+    ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
     o = ap.parse_args()
@@ -55,6 +57,8 @@ def main():
     if not dirs:
         ap.error("no --variant and no --shipped")
     handles = {name: Blocktune(lib, d, cache) for name, d in dirs.items()}
+    if o.pdl:  # each variant once more, with programmatic dependent launch
+        handles.update({name + "+pdl": Blocktune(lib, d, cache, pdl=True) for name, d in dirs.items()})
     first = next(iter(handles))
     for N, K in shapes:
         for M in map(int, o.ms.split(",")):
