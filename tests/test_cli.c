@@ -48,6 +48,8 @@ static const struct {
     {{"--K=7168"}, "--K given without --N"},
     {{"--N", "1", "--K", "1", "--tp-size", "8"}, "--N/--K cannot be combined with --tp-size"},
     {{"--model", "m.json", "--N", "1", "--K", "1"}, "--N/--K cannot be combined with --model"},
+    {{"--pdl"}, "--pdl: only native kernels are launched programmatically (add --family native)"},
+    {{"--pdl=1", "--family", "native"}, "--pdl takes no value"},
     {{"--tp-size", "0"}, "--tp-size: '0' is not a positive integer"},
     {{"--tp-size", "8.5"}, "--tp-size: '8.5' is not a positive integer"},
     {{"--foo"}, "unknown flag '--foo' (see tune --help)"},
@@ -141,6 +143,7 @@ TEST(cli_defaults)
     CHECK_EQ(o.device, 0);
     CHECK(o.timeout_s == 60);
     CHECK_EQ(o.quiet, 0);
+    CHECK_EQ(o.pdl, 0);
     CHECK_EQ(o.worker, 0);
     CHECK(o.inject == NULL);
     CHECK_EQ(o.inject_fault, -1);
@@ -240,7 +243,7 @@ TEST(cli_every_flag)
                           "--out-dtype", "bfloat16", "--block-n", "64", "--block-k=256",
                           "--arch", "sm_90a", "--dry-run", "--out-dir", "out", "--format",
                           "vllm", "-j3", "--cache-dir", "c", "--resume", "--device", "1",
-                          "--timeout", "2.5", "--quiet", "--worker", "--inject",
+                          "--timeout", "2.5", "--quiet", "--pdl", "--worker", "--inject",
                           "hang:7,fault:3", NULL};
     CHECK_EQ(parse(args, &o, &err, stdout), 0);
     CHECK_STREQ(err.msg, "");
@@ -260,6 +263,7 @@ TEST(cli_every_flag)
     CHECK_EQ(o.device, 1);
     CHECK(o.timeout_s == 2.5);
     CHECK_EQ(o.quiet, 1);
+    CHECK_EQ(o.pdl, 1);
     CHECK_EQ(o.worker, 1);
     CHECK_STREQ(o.inject, "hang:7,fault:3");
     CHECK_EQ(o.inject_fault, 3);

@@ -21,6 +21,7 @@ static bt_journal_header header(void)
         .block_k = 128,
         .arch = "sm_90a",
         .space_digest = "5f2b0c8e4d7a9b1c3e5f7a9b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f",
+        .launch = "stream",
     };
     return h;
 }
@@ -105,7 +106,7 @@ TEST(journal_roundtrip)
     char *text = NULL;
     bt_err err;
     CHECK_EQ(bt_read_file(path, &text, NULL, &err), 0);
-    const char *head = "{\"journal\":\"blocktune\",\"version\":1,\"device\":\"NVIDIA H100 80GB "
+    const char *head = "{\"journal\":\"blocktune\",\"version\":2,\"device\":\"NVIDIA H100 80GB "
                        "HBM3\",\"family\":\"classic\",\"N\":7168,\"K\":2304,\"in\":\"fp8\","
                        "\"out\":\"float16\",\"block_n\":128,\"block_k\":128,\"arch\":\"sm_90a\","
                        "\"space_digest\":\"5f2b0c8e";
@@ -198,6 +199,7 @@ TEST(journal_header_mismatch)
         "journal is for block_k=128, this run is for block_k=256",
         "journal is for arch 'sm_90a', this run uses 'sm_90'",
         "journal is for search space digest '5f2b0c8e",
+        "journal is for launch 'stream', this run uses 'programmatic'",
     };
     for (int field = 0; field < (int)(sizeof expect / sizeof expect[0]); field++) {
         bt_journal_header h = header();
@@ -212,6 +214,7 @@ TEST(journal_header_mismatch)
         case 7: h.block_k = 256; break;
         case 8: snprintf(h.arch, sizeof h.arch, "sm_90"); break;
         case 9: h.space_digest[0] = '0'; break;
+        case 10: snprintf(h.launch, sizeof h.launch, "programmatic"); break;
         }
         bt_journal *j = (bt_journal *)1;
         bt_result *prior = (bt_result *)1;
@@ -339,16 +342,16 @@ TEST(journal_not_a_journal)
     CHECK_STREQ(err.msg, want);
 
     path = path_for("future.journal");
-    append_text(path, "{\"journal\":\"blocktune\",\"version\":2}\n");
+    append_text(path, "{\"journal\":\"blocktune\",\"version\":3}\n");
     CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
     snprintf(want, sizeof want,
-             "%s: journal version 2, this blocktune reads version 1 (remove it or run without "
+             "%s: journal version 3, this blocktune reads version 2 (remove it or run without "
              "--resume)",
              path);
     CHECK_STREQ(err.msg, want);
 
     path = path_for("partial-header.journal");
-    append_text(path, "{\"journal\":\"blocktune\",\"version\":1,\"device\":\"NVIDIA H100 80GB "
+    append_text(path, "{\"journal\":\"blocktune\",\"version\":2,\"device\":\"NVIDIA H100 80GB "
                       "HBM3\"}\n{}\n");
     CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
     snprintf(want, sizeof want, "%s:1: journal header lacks \"family\"", path);

@@ -194,3 +194,33 @@ TEST(gpu_tune_ctrl_c_then_resume)
     free(out);
     CHECK(system(pattern) != 0); /* finished: the journal is gone */
 }
+
+/* --pdl: the native candidates are timed with programmatic dependent launch and the sidecar
+ * says so. */
+TEST(gpu_tune_pdl)
+{
+    if (!have_gpu())
+        SKIP("GPU test: needs a CUDA driver and BT_GPU_TESTS=1 (make test-gpu)");
+    char *out = NULL, *side = NULL, outdir[4200], sidecar[8400];
+    snprintf(outdir, sizeof outdir, "%s/pdl-configs", bt_test_tmpdir());
+    const char *space = bt_scratch_file("pdl.yaml", "name: pdl\nfamily: native\nbatch_sizes: [16]\n"
+                                                    "parameters:\n  BLOCK_SIZE_M: [64]\n  BLOCK_SIZE_N: [32, 64]\n"
+                                                    "  num_stages: [8]\n  GROUP_SIZE_M: [8]\n"
+                                                    "  CLUSTER_M: [1]\n  SPLIT_K: [1]\n");
+    const char *args[] = {"--family", "native", "--space", space, "--N", "3072", "--K", "1536", "--pdl",
+                          "--out-dtype", "bfloat16", "--out-dir", outdir, "--cache-dir", cache_dir(), "--quiet",
+                          NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "wrote ");
+    free(out);
+    bt_err err;
+    snprintf(sidecar, sizeof sidecar,
+             "%s/N=3072,K=1536,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128],"
+             "kernel=native.provenance.json",
+             outdir);
+    if (access(sidecar, R_OK) == 0) { /* the name holds the device's; checked where it is an H100 */
+        CHECK_EQ(bt_read_file(sidecar, &side, NULL, &err), 0);
+        CHECK_CONTAINS(side, "\"launch\":\t\"programmatic dependent launch\"");
+        free(side);
+    }
+}

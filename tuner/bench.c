@@ -78,8 +78,8 @@ out:
     return rc;
 }
 
-int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_us, bt_timing *t,
-             bt_err *err)
+int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_us, int programmatic,
+             bt_timing *t, bt_err *err)
 {
     int rc = -1, capturing = 0;
     CUevent e0 = NULL, e1 = NULL;
@@ -93,7 +93,7 @@ int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_u
     /* Estimate from one launch per set (warm): sizes the graph so a replay lasts ~2 ms. */
     BT_CU(&g->cu, cuEventRecord(e0, g->stream), err, "recording an event");
     for (int i = 0; i < r->nsets; i++)
-        if (bt_kernel_launch(g, k, &r->sets[i], g->stream, 0, err))
+        if (bt_kernel_launch(g, k, &r->sets[i], g->stream, programmatic, err))
             goto out;
     BT_CU(&g->cu, cuEventRecord(e1, g->stream), err, "recording an event");
     BT_CU(&g->cu, cuEventSynchronize(e1), err, "running the kernel");
@@ -108,7 +108,7 @@ int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_u
     BT_CU(&g->cu, cuStreamBeginCapture(g->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err, "capturing");
     capturing = 1;
     for (int i = 0; i < launches; i++)
-        if (bt_kernel_launch(g, k, &r->sets[i % r->nsets], g->stream, 0, err))
+        if (bt_kernel_launch(g, k, &r->sets[i % r->nsets], g->stream, programmatic, err))
             goto out;
     capturing = 0;
     BT_CU(&g->cu, cuStreamEndCapture(g->stream, &graph), err, "capturing");

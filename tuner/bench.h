@@ -28,10 +28,11 @@ typedef struct {
     int pruned;      /* first replay over prune_us: not timed further */
 } bt_timing;
 
-/* Times k over the rotation. prune_us > 0: after one timed replay slower than prune_us the
+/* Times k over the rotation, launched with programmatic dependent launch if programmatic (and
+ * the family allows it). prune_us > 0: after one timed replay slower than prune_us the
  * candidate is reported pruned with that estimate (it cannot be the best). */
-int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_us, bt_timing *t,
-             bt_err *err);
+int bt_bench(bt_gpu *g, const bt_kernel *k, const bt_rotation *r, double prune_us, int programmatic,
+             bt_timing *t, bt_err *err);
 
 /* The method in one line, for provenance sidecars and BENCHMARKS.md. */
 const char *bt_bench_method(void);

@@ -20,7 +20,7 @@
 typedef enum {
     F_SPACE, F_FAMILY, F_N, F_K, F_TP, F_MODEL, F_IN, F_OUT, F_BLOCK_N, F_BLOCK_K, F_BATCH,
     F_ARCH, F_DRY_RUN, F_OUT_DIR, F_FORMAT, F_JOBS, F_CACHE_DIR, F_RESUME, F_DEVICE, F_TIMEOUT,
-    F_QUIET, F_TOP, F_HELP, F_VERSION, F_WORKER, F_INJECT
+    F_QUIET, F_TOP, F_PDL, F_HELP, F_VERSION, F_WORKER, F_INJECT
 } flag_id;
 #define F_COUNT (F_INJECT + 1)
 
@@ -39,7 +39,7 @@ static const struct {
     [F_CACHE_DIR] = {"--cache-dir", 1}, [F_RESUME] = {"--resume", 0},
     [F_DEVICE] = {"--device", 1},       [F_TIMEOUT] = {"--timeout", 1},
     [F_QUIET] = {"--quiet", 0},         [F_TOP] = {"--top", 1},
-    [F_HELP] = {"--help", 0},
+    [F_PDL] = {"--pdl", 0},             [F_HELP] = {"--help", 0},
     [F_VERSION] = {"--version", 0},     [F_WORKER] = {"--worker", 0},
     [F_INJECT] = {"--inject", 1},
 };
@@ -283,6 +283,7 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
     case F_DRY_RUN: o->dry_run = 1; break;
     case F_RESUME: o->resume = 1; break;
     case F_QUIET: o->quiet = 1; break;
+    case F_PDL: o->pdl = 1; break;
     case F_WORKER: o->worker = 1; break;
     }
     return 0;
@@ -320,6 +321,8 @@ static int check_combination(bt_options *o, const int *seen, bt_err *err)
         return bt_fail(err, "--N/--K cannot be combined with --tp-size");
     if (seen[F_N] && seen[F_MODEL])
         return bt_fail(err, "--N/--K cannot be combined with --model");
+    if (o->pdl && strcmp(o->family, "native") != 0)
+        return bt_fail(err, "--pdl: only native kernels are launched programmatically (add --family native)");
     /* As SGLang's tuner: no shape given means DeepSeek-V3 at tensor-parallel size 8. */
     if (!seen[F_N] && !seen[F_TP])
         o->tp = seen[F_MODEL] ? 1 : 8;
@@ -424,6 +427,8 @@ void bt_cli_usage(FILE *f)
 "                         %s\n"
 "  --dry-run              list the shapes and the candidates that pass the\n"
 "                         static checks; nothing runs on the GPU\n"
+"  --pdl                  time native kernels with programmatic dependent launch,\n"
+"                         as the library runs them with blocktune_options.pdl\n"
 "\n"
 "Output:\n"
 "  --out-dir DIR          where config files go (default configs)\n"

@@ -37,6 +37,8 @@ typedef struct {
                              * hung and its worker is killed (default 60) */
     int quiet;              /* --quiet: no progress line */
     int top;                /* --top N: list the N fastest candidates per batch size */
+    int pdl;                /* --pdl: time native kernels launched with programmatic dependent
+                             * launch, as blocktune_options.pdl runs them */
     /* hidden, for tests and the worker process */
     int worker;             /* --worker: run as the GPU worker on stdin/stdout */
     char *inject;           /* --inject fault:I,hang:J plants a faulting/hanging candidate I/J */

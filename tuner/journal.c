@@ -11,7 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#define JOURNAL_VERSION 1
+#define JOURNAL_VERSION 2
 #define STALE_HINT "(remove it or run without --resume)"
 
 struct bt_journal {
@@ -52,6 +52,7 @@ static const struct {
     {"arch", "arch", "uses", HF_STR, offsetof(bt_journal_header, arch)},
     {"space_digest", "search space digest", "uses", HF_STR,
      offsetof(bt_journal_header, space_digest)},
+    {"launch", "launch", "uses", HF_STR, offsetof(bt_journal_header, launch)},
 };
 
 #define NFIELDS (sizeof header_fields / sizeof header_fields[0])

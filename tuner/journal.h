@@ -39,6 +39,7 @@ typedef struct {
     int block_n, block_k;
     char arch[16];
     char space_digest[65];
+    char launch[16]; /* "stream", or "programmatic" (tune --pdl) */
 } bt_journal_header;
 
 typedef struct bt_journal bt_journal;

@@ -480,6 +480,8 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
     cJSON_AddNumberToObject(run_o, "candidates", (double)r->ncands_total);
     cJSON_AddNumberToObject(run_o, "runnable", (double)r->nspace);
     cJSON_AddStringToObject(run_o, "timing_method", bt_bench_method());
+    if (r->o->pdl) /* the configs suit launches with blocktune_options.pdl */
+        cJSON_AddStringToObject(run_o, "launch", "programmatic dependent launch");
     cJSON_AddNumberToObject(run_o, "compile_seconds", round(r->compile_s * 10) / 10);
     cJSON_AddNumberToObject(run_o, "measure_seconds", round(measure_s * 10) / 10);
     cJSON *res = cJSON_AddObjectToObject(run_o, "results");
@@ -636,6 +638,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     h.block_n = r->variant.block_n, h.block_k = r->variant.block_k;
     snprintf(h.arch, sizeof h.arch, "%s", r->target.arch);
     bt_space_digest(&r->space, h.space_digest);
+    snprintf(h.launch, sizeof h.launch, "%s", r->o->pdl ? "programmatic" : "stream");
     if (bt_journal_open(jpath, &h, r->o->resume, &j, &prior, &nprior, r->fam, err))
         goto out;
     if (nprior)
@@ -649,9 +652,9 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
         snprintf(sub, sizeof sub, "M=%ld (%d/%d)", M, b + 1, r->nbatch);
         bt_progress_stage(r->prog, what, sub);
         br[b].best = -1;
-        snprintf(wc->problem, sizeof wc->problem, "problem %ld %ld %ld %s %s %d %d %llu\n", M, s->N, s->K,
+        snprintf(wc->problem, sizeof wc->problem, "problem %ld %ld %ld %s %s %d %d %llu %d\n", M, s->N, s->K,
                  bt_in_name(r->variant.in), bt_out_name(r->variant.out), r->variant.block_n,
-                 r->variant.block_k, seed_for(s->N, s->K, M));
+                 r->variant.block_k, seed_for(s->N, s->K, M), r->o->pdl);
         int problem_sent = 0;
         /* The default first: a baseline for pruning, and the speedup the config buys. */
         bt_cand def;

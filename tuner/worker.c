@@ -164,6 +164,7 @@ typedef struct {
     bt_jit *jit;
     int have_problem;
     bt_variant variant;
+    int pdl; /* time with programmatic dependent launch */
     bt_problem prob;
     bt_rotation rot;
     CUdeviceptr ref;
@@ -221,7 +222,7 @@ static int do_problem(wstate *s, const char *args)
     char in[16], out[16];
     bt_err err = {{0}};
     drop_problem(s);
-    if (sscanf(args, "%ld %ld %ld %15s %15s %d %d %llu", &M, &N, &K, in, out, &bn, &bk, &seed) != 8 ||
+    if (sscanf(args, "%ld %ld %ld %15s %15s %d %d %llu %d", &M, &N, &K, in, out, &bn, &bk, &seed, &s->pdl) != 9 ||
         parse_variant(in, out, bn, bk, &s->variant)) {
         reply("error bad problem request");
         return 0;
@@ -331,7 +332,7 @@ static int do_run(wstate *s, const char *args)
         reply("wrong %.3g %llu %llu", chk.rel_err, chk.nonfinite, chk.guard);
         return 0;
     }
-    if (bt_bench(&s->gpu, k, &s->rot, prune, &t, &err)) {
+    if (bt_bench(&s->gpu, k, &s->rot, prune, s->pdl, &t, &err)) {
         reply("fault %s", oneline(&err));
         return -1;
     }

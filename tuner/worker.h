@@ -3,7 +3,8 @@
  * and one that hangs never returns: the parent survives both by restarting the worker.
  *
  * Protocol, one line each way:
- *   problem M N K fp8|int8 OUT BLOCK_N BLOCK_K SEED   -> ok | error MSG
+ *   problem M N K fp8|int8 OUT BLOCK_N BLOCK_K SEED PDL   -> ok | error MSG  (PDL 1: time
+ *       with programmatic dependent launch)
  *   run FAMILY CUBIN v0,v1,... PRUNE_US               -> ok US REL_ERR SPREAD LAUNCHES
  *                                                      | pruned US REL_ERR
  *                                                      | wrong REL_ERR NONFINITE GUARD
