@@ -70,8 +70,8 @@ typedef enum {
 typedef struct bt_family {
     const char *name;   /* "classic" or "native" */
     bt_abi abi;
-    /* The kernel waits for the grid before it (griddepcontrol) before it reads A or As or
-     * writes C, so it may be launched with programmatic stream serialization. */
+    /* The kernel waits for the grid before it (griddepcontrol.wait) before it touches memory,
+     * so it may be launched with programmatic stream serialization. */
     int programmatic;
     const char *entry;  /* template header that defines the kernel */
     const char *kernel; /* kernel symbol (extern "C") */
