@@ -9,9 +9,9 @@ Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,409
            [--config 128,128,5,8,1,1] [--variant-lib /tmp/nocvt/libblocktune.so]
 Prints one JSON line per (N, K, M): microseconds and TFLOPS of each, and how far the variant's
 output is from the INT8 one (relative Frobenius norm)."""
-import argparse, ctypes, json, os, statistics, tempfile, torch
+import argparse, ctypes, json, os, tempfile, torch
 
-from peer import graph, replay_us, rotation_sets  # bench/ is on the path
+from peer import graph, interleaved_us, rotation_sets  # bench/ is on the path
 from sidebyside import Args, Blocktune, inputs, rel_diff
 from variants import KEYS
 
@@ -64,17 +64,12 @@ def main():
                 c(0)
                 torch.cuda.synchronize()
                 outs[k] = (int8 if kernels[k][1] else fp8)[0]["c"].clone()
-            graphs = {k: graph(c, 30) for k, c in calls.items()}
-            names, times = list(graphs), {k: [] for k in graphs}
-            for r in range(11):
-                for k in names[r % len(names):] + names[:r % len(names)]:
-                    times[k].append(replay_us(graphs[k], 30))
-            us = {k: round(statistics.median(v), 1) for k, v in times.items()}
+            us = {k: round(v, 1) for k, v in interleaved_us({k: graph(c, 30) for k, c in calls.items()}, 30, 11).items()}
             rec = {"N": N, "K": K, "M": M, "us": us, "TFLOPS": {k: round(2 * M * N * K / v / 1e6) for k, v in us.items()}}
             if "int8_variant" in outs:  # 0 when the variant computes the same result
                 rec["variant_rel_diff"] = float(f"{rel_diff(outs['int8_variant'], outs['int8']):.2e}")
             print(json.dumps(rec), flush=True)
-            del graphs, fp8, int8
+            del fp8, int8
             torch.cuda.empty_cache()
 
 

@@ -50,6 +50,23 @@ def replay_us(g, n):
     return e0.elapsed_time(e1) * 1000 / n
 
 
+def calls_per_replay(call, nsets):
+    """How many calls a graph of call(0) .. call(n - 1) needs to last about 2 ms (at least one
+    round of the nsets input sets, at most 400), from a replay of one round."""
+    est = replay_us(graph(call, nsets), nsets)
+    return max(nsets, min(400, math.ceil(2000 / max(est, 0.5))))
+
+
+def interleaved_us(graphs, n, rounds):
+    """Median microseconds per call of each graph (n calls each) over `rounds` rounds, every
+    round replaying all of them in an order rotated by one, so that none always runs first."""
+    names, times = list(graphs), {k: [] for k in graphs}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            times[k].append(replay_us(graphs[k], n))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def bench(M, N, K, out_dtype, dev):
     nsets = rotation_sets(M, N, K)
     sets = [make_inputs(M, N, K, dev) for _ in range(nsets)]
@@ -59,16 +76,7 @@ def bench(M, N, K, out_dtype, dev):
         a, b, sa, sb = sets[i % nsets]
         torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype, out=outs[i % nsets])
 
-    call(0)
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for i in range(nsets):
-        call(i)
-    e1.record()
-    torch.cuda.synchronize()
-    est = max(e0.elapsed_time(e1) * 1000 / nsets, 0.5)
-    n = max(nsets, min(400, math.ceil(2000 / est)))
+    n = calls_per_replay(call, nsets)
     g = graph(call, n)
     return statistics.median(replay_us(g, n) for _ in range(10))
 

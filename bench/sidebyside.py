@@ -13,9 +13,9 @@ Usage: python3 bench/sidebyside.py --configs configs --shapes 7168x2304,576x7168
 Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where cuBLASLt
 refuses), native_pdl_us with --pdl, the native kernel, and each output's relative difference
 from the native one."""
-import argparse, ctypes, glob, json, math, os, statistics, sys, tempfile, torch
+import argparse, ctypes, glob, json, os, sys, tempfile, torch
 
-from peer import graph, make_inputs, replay_us, rotation_sets  # bench/ is on the path
+from peer import calls_per_replay, graph, interleaved_us, make_inputs, rotation_sets  # bench/ is on the path
 
 
 class Args(ctypes.Structure):
@@ -94,18 +94,13 @@ def point(native, classic, M, N, K, pdl=None):
             if name != "peer":
                 raise
             del calls[name]  # cuBLASLt refuses M = 1
-    n = max(nsets, min(400, math.ceil(2000 / max(replay_us(graph(calls["native"], nsets), nsets), 0.5))))
-    graphs = {name: graph(c, n) for name, c in calls.items()}
-    times = {name: [] for name in calls}
-    names = list(calls)
-    for r in range(15):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(replay_us(graphs[name], n))
+    n = calls_per_replay(calls["native"], nsets)
+    us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 15)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
     for name in ("native", "classic", "peer", "native_pdl"):
         if name == "native_pdl" and not pdl:
             continue
-        res[f"{name}_us"] = round(statistics.median(times[name]), 3) if name in times else None
+        res[f"{name}_us"] = round(us[name], 3) if name in us else None
         if name != "native" and name in outs:
             res[f"{name}_rel_diff"] = float(f"{rel_diff(outs[name], outs['native']):.2e}")
     return res

@@ -9,9 +9,9 @@ every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times 
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 rotating order), cuBLASLt's as "peer", and each output's relative difference from the first."""
-import argparse, ctypes, json, os, statistics, tempfile, torch
+import argparse, ctypes, json, os, tempfile, torch
 
-from peer import graph, replay_us, rotation_sets  # bench/ is on the path
+from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")
@@ -74,17 +74,12 @@ def main():
                 call(0)
                 torch.cuda.synchronize()
                 outs[name] = sets[0]["c"].clone()
-            n = max(nsets, min(400, int(2000 / max(replay_us(graph(calls[first], nsets), nsets), 0.5))))
-            graphs = {name: graph(c, n) for name, c in calls.items()}
-            names, times = list(graphs), {name: [] for name in graphs}
-            for r in range(11):
-                for name in names[r % len(names):] + names[:r % len(names)]:
-                    times[name].append(replay_us(graphs[name], n))
-            print(json.dumps({"N": N, "K": K, "M": M,
-                              "us": {k: round(statistics.median(v), 2) for k, v in times.items()},
+            n = calls_per_replay(calls[first], nsets)
+            us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 11)
+            print(json.dumps({"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},
                               "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}")
                                            for k in outs if k != first}}), flush=True)
-            del graphs, sets, outs
+            del sets, outs
             torch.cuda.empty_cache()
 
 
