@@ -233,6 +233,11 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     // has issued its last copy, since triggering at once measured 1-14% slower there.
     if (BM == 64)
         griddep_launch_dependents();
+    // A programmatic launch may have started this grid before the kernel before it finished:
+    // no thread touches global memory before that kernel has completed. (Requesting the first
+    // B tiles before this wait measured 8-13% slower at small M without a programmatic launch,
+    // and mixed with one.)
+    griddep_wait();
 
     if (wg == NC) {
         // Producer warpgroup: hands most of its registers to the consumers; one thread issues
@@ -241,10 +246,6 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
-            // A and As may be the previous kernel's output. (Requesting the first B tiles before
-            // this wait measured 8-13% slower at small M without a programmatic launch, and
-            // mixed with one.)
-            griddep_wait();
             int stage = 0, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
@@ -267,7 +268,6 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             if (BM == 128)
                 griddep_launch_dependents();
         } else if (!windowed && tid / 32 == 1) {
-            griddep_wait(); // As is the previous kernel's output
             // The scale warp: the same walk over tiles and K blocks; cp.async copies the
             // stage's BM activation scales (As is row-major, so a K block's column is strided)
             // and the tile's weight scales, and each lane's arrival waits for its own copies.
@@ -304,7 +304,6 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             // stores one column per stage. The loads block the warp, which costs more than the
             // conflicts when there are few K blocks (K = 512) and at small M, where the tiles
             // are 64 rows and the copies stay.
-            griddep_wait();
             const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
             float a[2][4], b[4]; // rows 64w + lane and 64w + lane + 32; a weight-scale block
             int stage = 0, phase = 0;
@@ -343,7 +342,6 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     } else {
         // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
         regs_alloc<CONSUMER_REGS>();
-        griddep_wait(); // C may still be read by the previous kernel
         const int warp = tid / 32, lane = tid % 32;
         // 16-bit outputs go through the slab when C's rows suit a tensor map (the launcher
         // encoded tmC by the same rule); otherwise whole tiles store pairs without per-element
