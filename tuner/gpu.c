@@ -242,21 +242,14 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
             goto out;
         params = tma_params;
     }
-    programmatic = programmatic && k->family->programmatic;
-    if (geo.cluster[0] * geo.cluster[1] * geo.cluster[2] > 1 || programmatic) {
-        /* The family sized a persistent grid for all SMs; no more clusters than fit at once. */
-        if (k->max_clusters > 0 && geo.grid[0] / geo.cluster[0] > (unsigned)k->max_clusters)
-            geo.grid[0] = (unsigned)k->max_clusters * geo.cluster[0];
-        CUlaunchAttribute attr[2];
-        CUlaunchConfig cfg;
-        launch_config(&geo, stream, programmatic, &cfg, attr);
-        BT_CU(&g->cu, cuLaunchKernelEx(&cfg, k->fn, params, NULL), err, "launching the kernel");
-    } else {
-        BT_CU(&g->cu,
-              cuLaunchKernel(k->fn, geo.grid[0], geo.grid[1], geo.grid[2], geo.block[0], geo.block[1],
-                             geo.block[2], (unsigned)geo.smem, stream, params, NULL),
-              err, "launching the kernel");
-    }
+    /* The family sized a persistent grid for all SMs; no more clusters than fit at once
+     * (max_clusters is set for cluster kernels only). */
+    if (k->max_clusters > 0 && geo.grid[0] / geo.cluster[0] > (unsigned)k->max_clusters)
+        geo.grid[0] = (unsigned)k->max_clusters * geo.cluster[0];
+    CUlaunchAttribute attr[2];
+    CUlaunchConfig cfg;
+    launch_config(&geo, stream, programmatic && k->family->programmatic, &cfg, attr);
+    BT_CU(&g->cu, cuLaunchKernelEx(&cfg, k->fn, params, NULL), err, "launching the kernel");
     rc = 0;
 out:
     return rc;
