@@ -163,7 +163,7 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
                         goto next_shape;
                     }
                     (*runs)++;
-                    if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(v->out)))
+                    if (!bt_check_passed(&chk, v->out))
                         bt_check_fail(t, __FILE__, __LINE__,
                                       "%s %s->%s M=%ld N=%ld K=%ld: rel_err %.3g, %llu unwritten/non-finite, "
                                       "%llu guard bytes",

@@ -57,7 +57,7 @@ static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K
     }
     bt_check chk;
     CHECK(bt_compare(g, &p, &v, ref, &chk, &err) == 0);
-    if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(out)))
+    if (!bt_check_passed(&chk, out))
         bt_check_fail(t, __FILE__, __LINE__, "%s M=%ld: rel_err %.3g, %llu unwritten, %llu guard", desc, M,
                       chk.rel_err, chk.nonfinite, chk.guard);
 out:
@@ -209,7 +209,7 @@ TEST(gpu_library_programmatic_launch)
                 bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
                 continue;
             }
-            if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(BT_OUT_BF16)))
+            if (!bt_check_passed(&chk, BT_OUT_BF16))
                 bt_check_fail(t, __FILE__, __LINE__, "graph GEMM %d: rel_err %.3g, %llu unwritten, %llu guard", i,
                               chk.rel_err, chk.nonfinite, chk.guard);
         }

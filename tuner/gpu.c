@@ -397,3 +397,8 @@ double bt_tolerance(bt_out_type out)
     default: return 1e-2;
     }
 }
+
+int bt_check_passed(const bt_check *c, bt_out_type out)
+{
+    return !c->nonfinite && !c->guard && c->rel_err <= bt_tolerance(out);
+}

@@ -91,4 +91,8 @@ int bt_compare(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr 
 /* Relative Frobenius error a correct kernel stays under for an output type (see gpu.c). */
 double bt_tolerance(bt_out_type out);
 
+/* Whether a check passes: every output written and finite, nothing past C, the error within
+ * the output type's tolerance. */
+int bt_check_passed(const bt_check *c, bt_out_type out);
+
 #endif

@@ -328,7 +328,7 @@ static int do_run(wstate *s, const char *args)
         reply("fault %s", oneline(&err));
         return -1;
     }
-    if (chk.nonfinite || chk.guard || !(chk.rel_err <= bt_tolerance(s->variant.out))) {
+    if (!bt_check_passed(&chk, s->variant.out)) {
         reply("wrong %.3g %llu %llu", chk.rel_err, chk.nonfinite, chk.guard);
         return 0;
     }
