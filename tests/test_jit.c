@@ -172,7 +172,7 @@ TEST(jit_reports_registers_and_spills)
     bt_jit_close(j);
 }
 
-TEST(jit_log_problem_is_serialized_wgmma)
+TEST(jit_log_problem_is_serialized_or_waited_wgmma)
 {
     CHECK(bt_jit_log_problem(NULL) == NULL);
     CHECK(bt_jit_log_problem("ptxas info    : Used 168 registers, used 16 barriers\n") == NULL);
@@ -182,6 +182,11 @@ TEST(jit_log_problem_is_serialized_wgmma)
     CHECK(why != NULL);
     if (why)
         CHECK(strncmp(why, "wgmma.mma_async instructions are serialized", 43) == 0);
+    why = bt_jit_log_problem("ptxas info    : (C7517) warpgroup.wait is injected in around line 0 by compiler to "
+                             "allow use of registers defined by GMMA in function 'bt_native_gemm'\n");
+    CHECK(why != NULL);
+    if (why)
+        CHECK(strncmp(why, "warpgroup.wait is injected", 26) == 0);
 }
 
 /* Representative native candidates compile for sm_90a without spills and without ptxas

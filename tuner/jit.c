@@ -322,7 +322,10 @@ static char *nvrtc_message(const char *call, nvrtcResult r, const char *log)
 
 const char *bt_jit_log_problem(const char *log)
 {
-    return log ? strstr(log, "wgmma.mma_async instructions are serialized") : NULL;
+    if (!log)
+        return NULL;
+    const char *why = strstr(log, "wgmma.mma_async instructions are serialized");
+    return why ? why : strstr(log, "warpgroup.wait is injected");
 }
 
 /* Compiles one job; on success *cubin holds the binary (caller frees). */

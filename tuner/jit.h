@@ -50,7 +50,8 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
 
 /* What in a successful compile's log makes the kernel unfit to run, or NULL: ptxas saying it
  * serialized the wgmma pipeline (its C7510-C7520 performance notes), which leaves a kernel
- * correct but several times slower than its design. */
+ * correct but several times slower than its design, or that it injected a wait for the wgmma
+ * in flight (C7517), which takes the overlap of two K blocks away. */
 const char *bt_jit_log_problem(const char *log);
 
 /* Reads a job's cubin (caller frees). */
