@@ -88,6 +88,8 @@ static const struct {
     {{"--timeout", "1e9"}, "--timeout: '1e9' is too large (at most 86400 seconds)"},
     {{"--top", "abc"}, "--top: 'abc' is not a non-negative integer"},
     {{"--top", "2000"}, "--top: '2000' is too large (at most 1000)"},
+    {{"--rest", "-5"}, "--rest: '-5' is not a non-negative integer"},
+    {{"--rest", "20000"}, "--rest: '20000' is too large (at most 10000)"},
     {{"--out-dir", ""}, "--out-dir: empty value"},
     {{"--space="}, "--space: empty value"},
     {{"--inject", "fault:x"}, "--inject: fault index 'x' is not a non-negative integer"},
@@ -142,6 +144,7 @@ TEST(cli_defaults)
     CHECK_EQ(o.resume, 0);
     CHECK_EQ(o.device, 0);
     CHECK(o.timeout_s == 60);
+    CHECK_EQ(o.rest_ms, 100);
     CHECK_EQ(o.quiet, 0);
     CHECK_EQ(o.pdl, 0);
     CHECK_EQ(o.worker, 0);
@@ -243,7 +246,7 @@ TEST(cli_every_flag)
                           "--out-dtype", "bfloat16", "--block-n", "64", "--block-k=256",
                           "--arch", "sm_90a", "--dry-run", "--out-dir", "out", "--format",
                           "vllm", "-j3", "--cache-dir", "c", "--resume", "--device", "1",
-                          "--timeout", "2.5", "--quiet", "--pdl", "--worker", "--inject",
+                          "--timeout", "2.5", "--quiet", "--pdl", "--rest", "0", "--worker", "--inject",
                           "hang:7,fault:3", NULL};
     CHECK_EQ(parse(args, &o, &err, stdout), 0);
     CHECK_STREQ(err.msg, "");
@@ -264,6 +267,7 @@ TEST(cli_every_flag)
     CHECK(o.timeout_s == 2.5);
     CHECK_EQ(o.quiet, 1);
     CHECK_EQ(o.pdl, 1);
+    CHECK_EQ(o.rest_ms, 0);
     CHECK_EQ(o.worker, 1);
     CHECK_STREQ(o.inject, "hang:7,fault:3");
     CHECK_EQ(o.inject_fault, 3);
@@ -314,7 +318,7 @@ TEST(cli_help)
         "--dry-run", "--out-dir DIR", "(default configs)", "--format sglang|vllm",
         "(default sglang)", "--quiet", "-j N", "online CPUs", "--cache-dir DIR",
         "$XDG_CACHE_HOME/blocktune", "--resume", "--device N", "(default 0)",
-        "--timeout SECONDS", "(default 60)", "--top N", "(at --tp-size, default 1)", "-h, --help", "--version",
+        "--timeout SECONDS", "(default 60)", "--rest MS", "(default 100; 0: back to back)", "--top N", "(at --tp-size, default 1)", "-h, --help", "--version",
         "  tune --tp-size 8\n", "  tune --N 7168 --K 2304 --batch-sizes 1,16,64\n",
         "  tune --tp-size 8 --dry-run --arch sm_90a\n",
     };

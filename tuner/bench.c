@@ -12,8 +12,8 @@ const char *bt_bench_method(void)
 {
     return "CUDA graph of back-to-back launches rotating over input copies totalling >= 4x L2; "
            "one warm-up replay; median of 10 replays timed with CUDA events; per batch size the 3 "
-           "fastest candidates and the default timed again in 3 interleaved rounds, each one's "
-           "median kept";
+           "fastest candidates and the default timed again in 3 interleaved rounds, each time after "
+           "the GPU has idled for rest_ms, each one's median kept";
 }
 
 int bt_rotation_make(bt_gpu *g, const bt_problem *p, size_t min_bytes, bt_rotation *r, bt_err *err)

@@ -15,12 +15,13 @@
 #define MAX_JOBS 1024L
 #define MAX_DEVICE 1023L
 #define MAX_TIMEOUT_S 86400.0
+#define MAX_REST_MS 10000L
 #define BLOCK_ALIGN 16
 
 typedef enum {
     F_SPACE, F_FAMILY, F_N, F_K, F_TP, F_MODEL, F_IN, F_OUT, F_BLOCK_N, F_BLOCK_K, F_BATCH,
     F_ARCH, F_DRY_RUN, F_OUT_DIR, F_FORMAT, F_JOBS, F_CACHE_DIR, F_RESUME, F_DEVICE, F_TIMEOUT,
-    F_QUIET, F_TOP, F_PDL, F_HELP, F_VERSION, F_WORKER, F_INJECT
+    F_QUIET, F_TOP, F_PDL, F_REST, F_HELP, F_VERSION, F_WORKER, F_INJECT
 } flag_id;
 #define F_COUNT (F_INJECT + 1)
 
@@ -39,7 +40,8 @@ static const struct {
     [F_CACHE_DIR] = {"--cache-dir", 1}, [F_RESUME] = {"--resume", 0},
     [F_DEVICE] = {"--device", 1},       [F_TIMEOUT] = {"--timeout", 1},
     [F_QUIET] = {"--quiet", 0},         [F_TOP] = {"--top", 1},
-    [F_PDL] = {"--pdl", 0},             [F_HELP] = {"--help", 0},
+    [F_PDL] = {"--pdl", 0},             [F_REST] = {"--rest", 1},
+    [F_HELP] = {"--help", 0},
     [F_VERSION] = {"--version", 0},     [F_WORKER] = {"--worker", 0},
     [F_INJECT] = {"--inject", 1},
 };
@@ -263,6 +265,7 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
             return -1;
         o->top = (int)n;
         break;
+    case F_REST: return parse_int(flag, v, 0, MAX_REST_MS, &o->rest_ms, err);
     case F_DEVICE:
         if (parse_int(flag, v, 0, MAX_DEVICE, &n, err))
             return -1;
@@ -307,6 +310,7 @@ static void set_defaults(bt_options *o)
     o->jobs = online_cpus();
     o->cache_dir = bt_jit_default_cache_dir();
     o->timeout_s = 60;
+    o->rest_ms = 100;
     o->inject_fault = o->inject_hang = -1;
 }
 
@@ -429,6 +433,10 @@ void bt_cli_usage(FILE *f)
 "                         static checks; nothing runs on the GPU\n"
 "  --pdl                  time native kernels with programmatic dependent launch,\n"
 "                         as the library runs them with blocktune_options.pdl\n"
+"  --rest MS              idle the GPU MS milliseconds before each re-timing of a\n"
+"                         finalist, so finalists are timed at the clock a GPU\n"
+"                         runs between bursts, not at the one minutes of tuning\n"
+"                         leave it at (default 100; 0: back to back)\n"
 "\n"
 "Output:\n"
 "  --out-dir DIR          where config files go (default configs)\n"

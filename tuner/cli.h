@@ -39,6 +39,8 @@ typedef struct {
     int top;                /* --top N: list the N fastest candidates per batch size */
     int pdl;                /* --pdl: time native kernels launched with programmatic dependent
                              * launch, as blocktune_options.pdl runs them */
+    long rest_ms;           /* --rest MS the GPU idles before each finalist's re-timing
+                             * (default 100) */
     /* hidden, for tests and the worker process */
     int worker;             /* --worker: run as the GPU worker on stdin/stdout */
     char *inject;           /* --inject fault:I,hang:J plants a faulting/hanging candidate I/J */

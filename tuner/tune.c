@@ -480,6 +480,7 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
     cJSON_AddNumberToObject(run_o, "candidates", (double)r->ncands_total);
     cJSON_AddNumberToObject(run_o, "runnable", (double)r->nspace);
     cJSON_AddStringToObject(run_o, "timing_method", bt_bench_method());
+    cJSON_AddNumberToObject(run_o, "rest_ms", (double)r->o->rest_ms);
     if (r->o->pdl) /* the configs suit launches with blocktune_options.pdl */
         cJSON_AddStringToObject(run_o, "launch", "programmatic dependent launch");
     cJSON_AddNumberToObject(run_o, "compile_seconds", round(r->compile_s * 10) / 10);
@@ -555,8 +556,10 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
 
 /* The GPU's clock drifts over a run (power and temperature), so candidates timed seconds apart
  * are not compared on equal terms. The default and the FINALISTS fastest are timed again in
- * FINAL_ROUNDS interleaved rounds, and each one's median stands for it. A finalist that fails
- * every re-timing keeps its first time. */
+ * FINAL_ROUNDS interleaved rounds, each time after the GPU has idled for --rest milliseconds,
+ * and each one's median stands for it: times of a GPU at the clock it runs between bursts, as a
+ * side-by-side benchmark sees it, and not at the lower one a minutes-long tune holds it at (8-10%
+ * slower on large GEMMs). A finalist that fails every re-timing keeps its first time. */
 static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 {
     timed *fin[FINALISTS + 1];
@@ -572,8 +575,13 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
     }
     if (nfin < 2)
         return;
+    const long rest = r->o->rest_ms;
     for (int round = 0; round < FINAL_ROUNDS; round++)
         for (int f = 0; f < nfin; f++) {
+            if (rest > 0) { /* an idle GPU is back at its full clock within 100 ms */
+                struct timespec ts = {rest / 1000, rest % 1000 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
             int x = (f + round) % nfin; /* each round starts with a different finalist */
             bt_result res;
             measure(r, wc, fin[x]->cand, fin[x]->cand == ndef, M, 0, &res);
