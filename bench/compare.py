@@ -15,10 +15,15 @@ def config(kernel):
     return ",".join(re.findall(r"=(\d+)", kernel.split("(")[0])) or kernel
 
 
-def floor_us(N, K, M):
-    """Bytes of A, B, their scales and a 16-bit C at the copy bandwidth."""
+def gemm_bytes(N, K, M):
+    """Bytes one GEMM moves: A, B, their fp32 scales (128-wide blocks) and a 16-bit C."""
     ks, ns = math.ceil(K / 128), math.ceil(N / 128)
-    return (M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N) / (COPY_TBPS * 1e6)
+    return M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N
+
+
+def floor_us(N, K, M):
+    """gemm_bytes at the copy bandwidth."""
+    return gemm_bytes(N, K, M) / (COPY_TBPS * 1e6)
 
 
 def pdl_table(rows):

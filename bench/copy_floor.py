@@ -10,7 +10,7 @@ Usage: python3 bench/copy_floor.py --shapes 3072x7168,4608x7168 --m 16
 Prints one JSON line per shape."""
 import argparse, json, math, statistics, torch
 
-from compare import COPY_TBPS  # bench/ is on the path
+from compare import floor_us, gemm_bytes  # bench/ is on the path
 from peer import graph, replay_us
 
 
@@ -22,9 +22,8 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
-        M, ks, ns = o.m, math.ceil(K / 128), math.ceil(N / 128)
-        nbytes = M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N
-        floor_us = nbytes / (COPY_TBPS * 1e6)
+        M = o.m
+        nbytes, floor = gemm_bytes(N, K, M), floor_us(N, K, M)
         sets = max(2, math.ceil(4 * l2 / nbytes))
         src = [torch.randn(nbytes // 4, device="cuda", dtype=torch.float16) for _ in range(sets)]  # nbytes / 2 each
         dst = [torch.empty_like(s) for s in src]
@@ -37,9 +36,9 @@ def main():
         n = max(sets, 200)
         graphs = {k: graph(c, n) for k, c in calls.items()}
         times = {k: statistics.median(replay_us(g, n) for _ in range(15)) for k, g in graphs.items()}
-        print(json.dumps({"N": N, "K": K, "M": M, "bytes": nbytes, "floor_us": round(floor_us, 2),
+        print(json.dumps({"N": N, "K": K, "M": M, "bytes": nbytes, "floor_us": round(floor, 2),
                           **{f"{k}_us": round(v, 2) for k, v in times.items()},
-                          **{f"{k}_pct_of_floor": round(100 * floor_us / v) for k, v in times.items() if k != "tiny"}}),
+                          **{f"{k}_pct_of_floor": round(100 * floor / v) for k, v in times.items() if k != "tiny"}}),
               flush=True)
         del graphs, src, dst, red
         torch.cuda.empty_cache()
