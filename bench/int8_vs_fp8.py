@@ -1,14 +1,15 @@
 """The native kernel on FP8 and on INT8 inputs with the same config, interleaved in one process
-(the method of sidebyside.py), and optionally INT8 through a second build of the library, e.g.
+(the method of sidebyside.py), and optionally INT8 through other builds of the library, e.g.
 one whose promotion skips the s32 -> f32 conversion (wrong results, timing only):
 
     sed -i 's/(float)P\\[j \\* 4 + \\([0-3]\\)\\]/__int_as_float(P[j * 4 + \\1])/' templates/native.cuh
     make BUILD=/tmp/nocvt /tmp/nocvt/libblocktune.so && git checkout templates/native.cuh
 
 Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,4096 \\
-           [--config 128,128,5,8,1,1] [--variant-lib /tmp/nocvt/libblocktune.so]
-Prints one JSON line per (N, K, M): microseconds and TFLOPS of each, and how far the variant's
-output is from the INT8 one (relative Frobenius norm)."""
+           [--config 128,128,5,8,1,1] [--variant-lib /tmp/nocvt/libblocktune.so,/tmp/other/libx.so]
+Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant library as
+"int8_" and its directory's name), and how far each variant's output is from the INT8 one
+(relative Frobenius norm)."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import graph, interleaved_us, rotation_sets  # bench/ is on the path
@@ -22,7 +23,7 @@ def main():
     ap.add_argument("--ms", required=True)
     ap.add_argument("--config", default="128,128,5,8,1,1")
     ap.add_argument("--lib", default="build/libblocktune.so")
-    ap.add_argument("--variant-lib")
+    ap.add_argument("--variant-lib", help="comma-separated libraries to time INT8 through as well")
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
     torch.zeros(1, device="cuda")
@@ -36,8 +37,8 @@ def main():
             with open(os.path.join(d, name), "w") as f:
                 json.dump({"1": cfg, "4096": cfg}, f)
     kernels = {"fp8": (o.lib, 0), "int8": (o.lib, 1)}
-    if o.variant_lib:
-        kernels["int8_variant"] = (o.variant_lib, 1)
+    for path in o.variant_lib.split(",") if o.variant_lib else []:
+        kernels["int8_" + os.path.basename(os.path.dirname(os.path.abspath(path)))] = (path, 1)
     libs = {path: ctypes.CDLL(path) for path, _ in kernels.values()}
     handles = {k: Blocktune(libs[path], d, tempfile.mkdtemp(prefix="blocktune-int8-cache-")) for k, (path, _) in kernels.items()}
     for N, K in shapes:
@@ -66,8 +67,9 @@ def main():
                 outs[k] = (int8 if kernels[k][1] else fp8)[0]["c"].clone()
             us = {k: round(v, 1) for k, v in interleaved_us({k: graph(c, 30) for k, c in calls.items()}, 30, 11).items()}
             rec = {"N": N, "K": K, "M": M, "us": us, "TFLOPS": {k: round(2 * M * N * K / v / 1e6) for k, v in us.items()}}
-            if "int8_variant" in outs:  # 0 when the variant computes the same result
-                rec["variant_rel_diff"] = float(f"{rel_diff(outs['int8_variant'], outs['int8']):.2e}")
+            variants = [k for k in outs if k.startswith("int8_")]
+            if variants:  # 0 where a variant computes the same result
+                rec["variant_rel_diff"] = {k: float(f"{rel_diff(outs[k], outs['int8']):.2e}") for k in variants}
             print(json.dumps(rec), flush=True)
             del fp8, int8
             torch.cuda.empty_cache()
