@@ -325,7 +325,8 @@ static int check_combination(bt_options *o, const int *seen, bt_err *err)
         return bt_fail(err, "--N/--K cannot be combined with --tp-size");
     if (seen[F_N] && seen[F_MODEL])
         return bt_fail(err, "--N/--K cannot be combined with --model");
-    if (o->pdl && strcmp(o->family, "native") != 0)
+    const bt_family *fam = bt_family_find(o->family);
+    if (o->pdl && !(fam && fam->programmatic))
         return bt_fail(err, "--pdl: only native kernels are launched programmatically (add --family native)");
     /* As SGLang's tuner: no shape given means DeepSeek-V3 at tensor-parallel size 8. */
     if (!seen[F_N] && !seen[F_TP])
