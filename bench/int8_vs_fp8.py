@@ -13,8 +13,8 @@ Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant l
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import graph, interleaved_us, rotation_sets  # bench/ is on the path
-from sidebyside import Args, Blocktune, inputs, rel_diff
-from variants import KEYS
+from sidebyside import Blocktune, inputs, rel_diff
+from variants import config_dir
 
 
 def main():
@@ -29,13 +29,7 @@ def main():
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     device = torch.cuda.get_device_name().replace(" ", "_")
-    cfg = dict(zip(KEYS, map(int, o.config.split(","))))
-    d = tempfile.mkdtemp(prefix="blocktune-int8-")
-    for N, K in shapes:
-        for dtype in ("fp8_w8a8", "int8_w8a8"):
-            name = f"N={N},K={K},device_name={device},dtype={dtype},block_shape=[128, 128],kernel=native.json"
-            with open(os.path.join(d, name), "w") as f:
-                json.dump({"1": cfg, "4096": cfg}, f)
+    d = config_dir(list(map(int, o.config.split(","))), shapes, device, ("fp8_w8a8", "int8_w8a8"))
     kernels = {"fp8": (o.lib, 0), "int8": (o.lib, 1)}
     for path in o.variant_lib.split(",") if o.variant_lib else []:
         kernels["int8_" + os.path.basename(os.path.dirname(os.path.abspath(path)))] = (path, 1)
@@ -50,16 +44,8 @@ def main():
             calls = {}
             for k, (_, inp) in kernels.items():
                 h, sets = handles[k], int8 if inp else fp8
-                h.check(h.lib.blocktune_prepare(h.h, ctypes.byref(Args(0, 0, 0, 0, 0, M, N, K, inp, 1, 128, 128)),
-                                                (ctypes.c_long * 1)(M), 1, h.err, 512), "blocktune_prepare")
-
-                def call(i, h=h, sets=sets, inp=inp):
-                    s = sets[i % nsets]
-                    a = Args(s["a"].data_ptr(), s["b"].data_ptr(), s["sa"].data_ptr(), s["sb"].data_ptr(),
-                             s["c"].data_ptr(), M, N, K, inp, 1, 128, 128)
-                    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                    h.check(h.lib.blocktune_gemm(h.h, ctypes.byref(a), stream, h.err, 512), "blocktune_gemm")
-                calls[k] = call
+                h.prepare(M, N, K, inp)
+                calls[k] = lambda i, h=h, sets=sets, inp=inp: h.gemm(sets[i % nsets], M, N, K, inp)
             outs = {}
             for k, c in calls.items():
                 c(0)

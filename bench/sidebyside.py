@@ -42,17 +42,18 @@ class Blocktune:
         if rc:
             raise RuntimeError(f"{what}: {self.err.value.decode()}")
 
-    def prepare(self, M, N, K):
-        a = Args(0, 0, 0, 0, 0, M, N, K, 0, 1, 128, 128)
+    def prepare(self, M, N, K, input=0):
+        """Compiles the kernel for (M, N, K) of input type `input` (0 FP8, 1 INT8); its description."""
+        a = Args(0, 0, 0, 0, 0, M, N, K, input, 1, 128, 128)
         self.check(self.lib.blocktune_prepare(self.h, ctypes.byref(a), (ctypes.c_long * 1)(M), 1, self.err, 512),
                    "blocktune_prepare")
         desc = ctypes.create_string_buffer(512)
         self.lib.blocktune_describe(self.h, ctypes.byref(a), desc, 512)
         return desc.value.decode()
 
-    def gemm(self, s, M, N, K):
+    def gemm(self, s, M, N, K, input=0):
         a = Args(s["a"].data_ptr(), s["b"].data_ptr(), s["sa"].data_ptr(), s["sb"].data_ptr(), s["c"].data_ptr(),
-                 M, N, K, 0, 1, 128, 128)
+                 M, N, K, input, 1, 128, 128)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         self.check(self.lib.blocktune_gemm(self.h, ctypes.byref(a), stream, self.err, 512), "blocktune_gemm")
 

@@ -17,14 +17,15 @@ from sidebyside import Blocktune, inputs, peer, rel_diff
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")
 
 
-def config_dir(values, shapes, device):
-    """A directory of native configs giving every shape and batch size the same candidate."""
+def config_dir(values, shapes, device, dtypes=("fp8_w8a8",)):
+    """A directory of native configs giving every shape, batch size and dtype the same candidate."""
     d = tempfile.mkdtemp(prefix="blocktune-variant-")
     entry = dict(zip(KEYS, values))
     for N, K in shapes:
-        name = f"N={N},K={K},device_name={device},dtype=fp8_w8a8,block_shape=[128, 128],kernel=native.json"
-        with open(os.path.join(d, name), "w") as f:
-            json.dump({str(m): entry for m in (1, 4096)}, f)
+        for dtype in dtypes:
+            name = f"N={N},K={K},device_name={device},dtype={dtype},block_shape=[128, 128],kernel=native.json"
+            with open(os.path.join(d, name), "w") as f:
+                json.dump({str(m): entry for m in (1, 4096)}, f)
     return d
 
 
