@@ -3,15 +3,15 @@
  * and one that hangs never returns: the parent survives both by restarting the worker.
  *
  * Protocol, one line each way:
- *   problem M N K fp8|int8 OUT BLOCK_N BLOCK_K SEED PDL   -> ok | error MSG  (PDL 1: time
- *       with programmatic dependent launch)
- *   run FAMILY CUBIN v0,v1,... PRUNE_US               -> ok US REL_ERR SPREAD LAUNCHES
- *                                                      | pruned US REL_ERR
- *                                                      | wrong REL_ERR NONFINITE GUARD
- *                                                      | launch MSG      (not loadable/launchable)
- *                                                      | fault MSG       (then the worker exits)
- *   info                                               -> ok NAME|CC|SMS|SMEM|L2|DRIVER
+ *   problem M N K fp8|int8 OUT BLOCK_N BLOCK_K SEED PDL -> ok | error MSG
+ *   run FAMILY CUBIN v0,v1,... PRUNE_US                 -> ok US REL_ERR SPREAD LAUNCHES
+ *                                                        | pruned US REL_ERR
+ *                                                        | wrong REL_ERR NONFINITE GUARD
+ *                                                        | launch MSG    (not loadable/launchable)
+ *                                                        | fault MSG     (then the worker exits)
+ *   info                                                 -> ok NAME|CC|SMS|SMEM|L2|DRIVER
  *   quit
+ * PDL 1: the problem's candidates are timed with programmatic dependent launch.
  */
 #ifndef BT_WORKER_H
 #define BT_WORKER_H
