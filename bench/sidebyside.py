@@ -74,6 +74,23 @@ def rel_diff(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+def first_outputs(calls, s):
+    """Each call's output for input set s (C poisoned with NaN before each); a call to cuBLASLt
+    ("peer") that it refuses (M = 1) is dropped from calls."""
+    outs = {}
+    for name in list(calls):
+        s["c"].fill_(float("nan"))
+        try:
+            calls[name](0)
+            torch.cuda.synchronize()
+            outs[name] = s["c"].clone()
+        except RuntimeError:
+            if name != "peer":
+                raise
+            del calls[name]
+    return outs
+
+
 def point(native, classic, M, N, K, pdl=None):
     nsets = rotation_sets(M, N, K)
     sets = [inputs(M, N, K) for _ in range(nsets)]
@@ -85,16 +102,7 @@ def point(native, classic, M, N, K, pdl=None):
     if pdl:  # the same kernels, each allowed to start while the one before it finishes
         pdl.prepare(M, N, K)
         calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
-    outs = {}
-    for name in list(calls):
-        try:
-            calls[name](0)
-            torch.cuda.synchronize()
-            outs[name] = sets[0]["c"].clone()
-        except RuntimeError:
-            if name != "peer":
-                raise
-            del calls[name]  # cuBLASLt refuses M = 1
+    outs = first_outputs(calls, sets[0])
     n = calls_per_replay(calls["native"], nsets)
     us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 15)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}

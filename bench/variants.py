@@ -12,7 +12,7 @@ rotating order), cuBLASLt's as "peer", and each output's relative difference fro
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
-from sidebyside import Blocktune, inputs, peer, rel_diff
+from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")
 
@@ -65,16 +65,13 @@ def main():
         for M in map(int, o.ms.split(",")):
             nsets = rotation_sets(M, N, K)
             sets = [inputs(M, N, K) for _ in range(nsets)]
-            calls, outs = {}, {}
+            calls = {}
             for name, h in handles.items():
                 h.prepare(M, N, K)
                 calls[name] = (lambda h: lambda i: h.gemm(sets[i % nsets], M, N, K))(h)
             if not o.no_peer:
                 calls["peer"] = lambda i: peer(sets[i % nsets])
-            for name, call in calls.items():
-                call(0)
-                torch.cuda.synchronize()
-                outs[name] = sets[0]["c"].clone()
+            outs = first_outputs(calls, sets[0])
             n = calls_per_replay(calls[first], nsets)
             us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 11)
             print(json.dumps({"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},

@@ -1,0 +1,56 @@
+"""A/B of libblocktune builds on the same GEMMs: each build's kernels (from one config
+directory) and cuBLASLt's block-scaled FP8 GEMM, timed in one process with the method of
+sidebyside.py (CUDA graphs over rotated inputs, replayed in a rotating order, the median of the
+rounds). For a kernel change: build the library before and after it into separate directories,
+each with its libcjson.so.1 beside it (the library's rpath is $ORIGIN), then
+
+    python3 bench/ab.py --lib base=build/x/base/libblocktune.so --lib new=build/libblocktune.so \\
+        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR]
+
+A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
+cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
+relative difference of the builds' outputs from the first build's ("diff"; cuBLASLt's as
+"peer_diff")."""
+import argparse, ctypes, json, tempfile, torch
+
+from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
+from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib", action="append", required=True, help="NAME=PATH of a libblocktune.so")
+    ap.add_argument("--points", required=True, help="comma-separated NxKxM")
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--configs", default="configs")
+    ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
+    o = ap.parse_args()
+    libs = dict(s.split("=", 1) for s in o.lib)
+    points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
+    torch.zeros(1, device="cuda")
+    cache = o.cache or tempfile.mkdtemp(prefix="blocktune-ab-")
+    handles = {name: Blocktune(ctypes.CDLL(path), o.configs, cache) for name, path in libs.items()}
+    names = list(handles)
+    for N, K, M in points:
+        nsets = rotation_sets(M, N, K)
+        sets = [inputs(M, N, K) for _ in range(nsets)]
+        kernel = [h.prepare(M, N, K) for h in handles.values()][0]
+        calls = {n: (lambda i, h=h: h.gemm(sets[i % nsets], M, N, K)) for n, h in handles.items()}
+        calls["peer"] = lambda i: peer(sets[i % nsets])
+        outs = first_outputs(calls, sets[0])
+        n = calls_per_replay(calls[names[0]], nsets)
+        us = interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, o.rounds)
+        res = {"N": N, "K": K, "M": M, "kernel": kernel, "calls_per_replay": n}
+        for k, v in us.items():
+            res[k] = round(v, 2)
+            res[k + "_tflops"] = round(2.0 * M * N * K / v / 1e6)
+        res["diff"] = max((rel_diff(outs[k], outs[names[0]]) for k in names[1:]), default=0.0)
+        if "peer" in outs:
+            res["peer_diff"] = rel_diff(outs["peer"], outs[names[0]])
+        print(json.dumps(res), flush=True)
+        del sets, outs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
