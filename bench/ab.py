@@ -1,11 +1,12 @@
 """A/B of libblocktune builds on the same GEMMs: each build's kernels (from one config
 directory) and cuBLASLt's block-scaled FP8 GEMM, timed in one process with the method of
 sidebyside.py (CUDA graphs over rotated inputs, replayed in a rotating order, the median of the
-rounds). For a kernel change: build the library before and after it into separate directories,
-each with its libcjson.so.1 beside it (the library's rpath is $ORIGIN), then
+rounds). For a kernel change, build the library without it into a directory of its own (the
+Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
 
-    python3 bench/ab.py --lib base=build/x/base/libblocktune.so --lib new=build/libblocktune.so \\
-        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR]
+    git stash && make BUILD=build/before build/before/libblocktune.so && git stash pop && make
+    python3 bench/ab.py --lib before=build/before/libblocktune.so --lib after=build/libblocktune.so \\
+        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR] [--no-peer]
 
 A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
 cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
@@ -24,6 +25,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--configs", default="configs")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
+    ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out (it can fault at K = 2304)")
     o = ap.parse_args()
     libs = dict(s.split("=", 1) for s in o.lib)
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
@@ -36,7 +38,8 @@ def main():
         sets = [inputs(M, N, K) for _ in range(nsets)]
         kernel = [h.prepare(M, N, K) for h in handles.values()][0]
         calls = {n: (lambda i, h=h: h.gemm(sets[i % nsets], M, N, K)) for n, h in handles.items()}
-        calls["peer"] = lambda i: peer(sets[i % nsets])
+        if not o.no_peer:
+            calls["peer"] = lambda i: peer(sets[i % nsets])
         outs = first_outputs(calls, sets[0])
         n = calls_per_replay(calls[names[0]], nsets)
         us = interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, o.rounds)
