@@ -2,14 +2,15 @@
 (the method of sidebyside.py), and optionally INT8 through other builds of the library, e.g.
 one whose promotion skips the s32 -> f32 conversion (wrong results, timing only):
 
-    sed -i 's/(float)P\\[j \\* 4 + \\([0-3]\\)\\]/__int_as_float(P[j * 4 + \\1])/' templates/native.cuh
+    sed -i 's/partial_f32(P\\[j \\* 4 + \\([0-3]\\)\\])/__int_as_float(P[j * 4 + \\1])/' templates/native.cuh
     make BUILD=/tmp/nocvt /tmp/nocvt/libblocktune.so && git checkout templates/native.cuh
 
 Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,4096 \\
-           [--config 128,128,5,8,1,1] [--variant-lib /tmp/nocvt/libblocktune.so,/tmp/other/libx.so]
+           [--config 128,128,5,8,1,1[,INT8_CONVERT]] [--variant-lib /tmp/nocvt/libblocktune.so,/tmp/other/libx.so]
+           [--int8-variant add=128,128,5,8,1,1,1]
 Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant library as
-"int8_" and its directory's name), and how far each variant's output is from the INT8 one
-(relative Frobenius norm)."""
+"int8_" and its directory's name, an --int8-variant as "int8_" and its name), and how far each
+variant's output is from the INT8 one (relative Frobenius norm)."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import graph, interleaved_us, rotation_sets  # bench/ is on the path
@@ -24,6 +25,8 @@ def main():
     ap.add_argument("--config", default="128,128,5,8,1,1")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--variant-lib", help="comma-separated libraries to time INT8 through as well")
+    ap.add_argument("--int8-variant", action="append", default=[],
+                    help="NAME=CONFIG: INT8 once more under another config (e.g. with INT8_CONVERT 1)")
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
     torch.zeros(1, device="cuda")
@@ -31,10 +34,16 @@ def main():
     device = torch.cuda.get_device_name().replace(" ", "_")
     d = config_dir(list(map(int, o.config.split(","))), shapes, device, ("fp8_w8a8", "int8_w8a8"))
     kernels = {"fp8": (o.lib, 0), "int8": (o.lib, 1)}
+    dirs = {}
     for path in o.variant_lib.split(",") if o.variant_lib else []:
         kernels["int8_" + os.path.basename(os.path.dirname(os.path.abspath(path)))] = (path, 1)
+    for v in o.int8_variant:
+        name, values = v.split("=", 1)
+        kernels["int8_" + name] = (o.lib, 1)
+        dirs["int8_" + name] = config_dir(list(map(int, values.split(","))), shapes, device, ("int8_w8a8",))
     libs = {path: ctypes.CDLL(path) for path, _ in kernels.values()}
-    handles = {k: Blocktune(libs[path], d, tempfile.mkdtemp(prefix="blocktune-int8-cache-")) for k, (path, _) in kernels.items()}
+    handles = {k: Blocktune(libs[path], dirs.get(k, d), tempfile.mkdtemp(prefix="blocktune-int8-cache-"))
+               for k, (path, _) in kernels.items()}
     for N, K in shapes:
         for M in map(int, o.ms.split(",")):
             nsets = rotation_sets(M, N, K)

@@ -4,8 +4,8 @@ beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
 
 Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
            --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs]
-A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K, used at
-every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
+A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K (and
+optionally INT8_CONVERT), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 rotating order), cuBLASLt's as "peer", and each output's relative difference from the first."""
@@ -14,15 +14,16 @@ import argparse, ctypes, json, os, tempfile, torch
 from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
-KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT")
 
 
 def config_dir(values, shapes, device, dtypes=("fp8_w8a8",)):
-    """A directory of native configs giving every shape, batch size and dtype the same candidate."""
+    """A directory of native configs giving every shape, batch size and dtype the same candidate
+    (INT8_CONVERT, which only INT8 kernels take, for the INT8 files only)."""
     d = tempfile.mkdtemp(prefix="blocktune-variant-")
-    entry = dict(zip(KEYS, values))
     for N, K in shapes:
         for dtype in dtypes:
+            entry = {k: v for k, v in zip(KEYS, values) if k != "INT8_CONVERT" or dtype.startswith("int8")}
             name = f"N={N},K={K},device_name={device},dtype={dtype},block_shape=[128, 128],kernel=native.json"
             with open(os.path.join(d, name), "w") as f:
                 json.dump({str(m): entry for m in (1, 4096)}, f)
@@ -52,8 +53,8 @@ def main():
     for v in o.variant:
         name, values = v.split("=")
         vals = [int(x) for x in values.split(",")]
-        if len(vals) != len(KEYS):
-            ap.error(f"--variant {v}: expected {len(KEYS)} values ({', '.join(KEYS)})")
+        if len(vals) not in (len(KEYS) - 1, len(KEYS)):  # INT8_CONVERT may be left out
+            ap.error(f"--variant {v}: expected {len(KEYS) - 1} or {len(KEYS)} values ({', '.join(KEYS)})")
         dirs[name] = config_dir(vals, shapes, device)
     if not dirs:
         ap.error("no --variant and no --shipped")

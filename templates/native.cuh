@@ -24,7 +24,7 @@
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
 // 2), BT_SPLIT (1, 2 or 4; not with BT_CLUSTER 2), BT_QBN, BT_QBK (the K step; 64 or 128),
-// BT_IN_INT8, BT_OUT.
+// BT_IN_INT8, BT_INT8_CONVERT (0 or 1, see partial_f32), BT_OUT.
 #include "async.cuh"
 #include "common.cuh"
 #include "native_layout.h"
@@ -36,7 +36,7 @@ namespace native {
 constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = BT_CLUSTER, SPLIT = BT_SPLIT;
 constexpr int CTAS = CLUSTER * SPLIT; // CTAs per cluster
 constexpr int QBN = BT_QBN, BK = BT_QBK;
-constexpr bool INT8 = BT_IN_INT8;
+constexpr bool INT8 = BT_IN_INT8, ADD_CONVERT = BT_INT8_CONVERT;
 constexpr int OUT = BT_OUT;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
@@ -150,6 +150,19 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
     float v;
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
     return v;
+}
+
+// A K block's wgmma partial as a float. An INT8 partial is a sum of at most 128 products of two
+// 8-bit codes, so |x| <= 2^21; with ADD_CONVERT its bits are added to those of 1.5 * 2^23, a
+// float whose steps are 1, which gives 1.5 * 2^23 + x exactly, and the float subtraction leaves
+// x: an integer add and a float add instead of the conversion instruction, which runs at a
+// lower rate. Which is faster depends on the shape and the load; the tuner times both.
+template <typename T> __device__ __forceinline__ float partial_f32(T x)
+{
+    if constexpr (INT8 && ADD_CONVERT)
+        return __int_as_float((int)x + 0x4B400000) - 12582912.f;
+    else
+        return (float)x;
 }
 
 // v[w] for w < N without a run-time index into a register array (which would go to local memory).
@@ -430,10 +443,10 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 for (int j = 0; j < FN; j++) {
                     const int w = (int)(which >> (2 * j)) & 3;
                     const float top = pick(top_s, w), bot = pick(bot_s, w);
-                    sum[j * 4 + 0] += (float)P[j * 4 + 0] * top;
-                    sum[j * 4 + 1] += (float)P[j * 4 + 1] * top;
-                    sum[j * 4 + 2] += (float)P[j * 4 + 2] * bot;
-                    sum[j * 4 + 3] += (float)P[j * 4 + 3] * bot;
+                    sum[j * 4 + 0] += partial_f32(P[j * 4 + 0]) * top;
+                    sum[j * 4 + 1] += partial_f32(P[j * 4 + 1]) * top;
+                    sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
+                    sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
                 }
             };
 

@@ -133,7 +133,7 @@ TEST(configio_read_parses_values_in_family_order)
 
 TEST(configio_filename_formats)
 {
-    static const bt_param_def one = {"BLOCK_SIZE_M", 1, 16, 256, ""};
+    static const bt_param_def one = {.key = "BLOCK_SIZE_M", .pow2 = 1, .min = 16, .max = 256, .help = ""};
     const bt_family other = {.name = "native", .nparams = 1, .params = &one};
     char buf[512];
     CHECK_EQ(bt_config_filename(buf, sizeof buf, classic, 7168, 2304, "NVIDIA H100 80GB HBM3",
@@ -483,4 +483,35 @@ TEST(configio_sidecar_path)
     CHECK_EQ(bt_sidecar_path(buf, sizeof buf, "cfg"), 0);
     CHECK_STREQ(buf, "cfg.provenance.json");
     CHECK_EQ(bt_sidecar_path(buf, 10, "cfg.json"), -1);
+}
+
+/* The native family's INT8_CONVERT is optional: a config without it (every config written before
+ * it existed) reads as 0, and the writer leaves it out at 0, so those configs read and write as
+ * they always did. */
+TEST(configio_optional_parameter)
+{
+    const char *old = "{\n    \"4096\": {\n        \"BLOCK_SIZE_M\": 128,\n        \"BLOCK_SIZE_N\": 128,\n"
+                      "        \"num_stages\": 5,\n        \"GROUP_SIZE_M\": 4,\n        \"CLUSTER_M\": 1,\n"
+                      "        \"SPLIT_K\": 1\n    }\n}\n";
+    const char *add = "{\"4096\": {\"BLOCK_SIZE_M\": 128, \"BLOCK_SIZE_N\": 128, \"num_stages\": 5, "
+                      "\"GROUP_SIZE_M\": 4, \"CLUSTER_M\": 1, \"SPLIT_K\": 1, \"INT8_CONVERT\": 1}}";
+    const int want[2][7] = {{128, 128, 5, 4, 1, 1, 0}, {128, 128, 5, 4, 1, 1, 1}};
+    const char *texts[2] = {old, add};
+    for (int f = 0; f < 2; f++) {
+        bt_config c = {0};
+        bt_err err = {{0}};
+        CHECK_EQ(bt_config_read(bt_scratch_file("native.json", texts[f]), &bt_family_native, &c, &err), 0);
+        CHECK_EQ(c.n, 1);
+        if (c.n != 1)
+            continue;
+        for (int i = 0; i < 7; i++)
+            CHECK_EQ(c.e[0].cand.v[i], want[f][i]);
+        char *text = bt_config_serialize(&c, &bt_family_native);
+        if (f == 0)
+            CHECK_STREQ(text, old);
+        else
+            CHECK_CONTAINS(text, "        \"SPLIT_K\": 1,\n        \"INT8_CONVERT\": 1\n    }\n");
+        free(text);
+        bt_config_free(&c);
+    }
 }

@@ -42,3 +42,27 @@ TEST(native_launch_store_box)
     CHECK(!bt_nv_tma_store(2, 7168, 0x10008)); /* base not 16-byte aligned */
     CHECK(!bt_nv_tma_store(4, 7168, 0x10000)); /* fp32: no slab */
 }
+
+/* INT8_CONVERT only changes INT8 kernels: 1 is rejected before compiling for FP8, becomes the
+ * kernel's BT_INT8_CONVERT for INT8, and a candidate's description leaves it out at 0. */
+TEST(native_int8_convert)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448;
+    bt_variant fp8 = {BT_IN_FP8, BT_OUT_BF16, 128, 128}, int8 = {BT_IN_INT8, BT_OUT_BF16, 128, 128};
+    bt_cand i2f = {{128, 128, 5, 4, 1, 1, 0}}, add = {{128, 128, 5, 4, 1, 1, 1}};
+    char why[200], defs[512], desc[256];
+    CHECK_EQ(bt_family_native.check(&add, &fp8, &h100, why, sizeof why), BT_REJ_SHAPE);
+    CHECK_CONTAINS(why, "INT8_CONVERT 1 changes only INT8 kernels");
+    CHECK_EQ(bt_family_native.check(&add, &int8, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_family_native.check(&i2f, &fp8, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK(bt_family_native.defines(&add, &int8, defs, sizeof defs) >= 0);
+    CHECK_CONTAINS(defs, "#define BT_INT8_CONVERT 1\n");
+    CHECK(bt_family_native.defines(&i2f, &int8, defs, sizeof defs) >= 0);
+    CHECK_CONTAINS(defs, "#define BT_INT8_CONVERT 0\n");
+    bt_cand_format(&bt_family_native, &i2f, desc, sizeof desc);
+    CHECK_STREQ(desc, "BLOCK_SIZE_M=128 BLOCK_SIZE_N=128 num_stages=5 GROUP_SIZE_M=4 CLUSTER_M=1 SPLIT_K=1");
+    bt_cand_format(&bt_family_native, &add, desc, sizeof desc);
+    CHECK_CONTAINS(desc, "SPLIT_K=1 INT8_CONVERT=1");
+}

@@ -278,6 +278,13 @@ TEST(gpu_native_space_verified)
     bt_cand *c = runnable(t, &fx, "native.yaml", &n);
     int runs = 0;
     CHECK(n > 0);
+    const int cvt = bt_family_param_index(&bt_family_native, "INT8_CONVERT");
+    CHECK(cvt >= 0);
+    if (cvt < 0) {
+        free(c);
+        close_gpu(&fx);
+        return;
+    }
     /* Every candidate on FP8 -> bf16 (the serving path), a spread of them on the other five. */
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {
@@ -289,9 +296,17 @@ TEST(gpu_native_space_verified)
                 if (bt_family_native.check(&c[i], &v, &fx.g.target, NULL, 0) == BT_REJ_NONE)
                     fit[ok++] = c[i];
             size_t take = all ? ok : (ok < 8 ? ok : 8);
-            bt_cand *sub = bt_xcalloc(take ? take : 1, sizeof *sub);
+            /* INT8: each of the spread once more converting its partials by adds */
+            bt_cand *sub = bt_xcalloc(take ? 2 * take : 1, sizeof *sub);
             for (size_t i = 0; i < take; i++)
                 sub[i] = fit[all ? i : i * ok / take];
+            if (in == BT_IN_INT8) {
+                for (size_t i = 0; i < take; i++) {
+                    sub[take + i] = sub[i];
+                    sub[take + i].v[cvt] = 1;
+                }
+                take *= 2;
+            }
             free(fit);
             verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);
             if (all) { /* K blocks: 13 (an odd count for the two in-flight partials), 4 with a partial last one, 1 */

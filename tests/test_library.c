@@ -10,15 +10,16 @@
 #include "gpu.h"
 #include "harness.h"
 
+/* vals: the first nvals of the family's parameters; the rest (optional ones) take their defaults. */
 static void write_config(bt_t *t, const char *dir, const bt_family *f, const char *device, long N, long K,
-                         long batch, const int *vals)
+                         long batch, const int *vals, int nvals)
 {
     char name[1024], path[2048];
     bt_err err = {{0}};
     bt_config c = {0};
     bt_cand cand = {{0}};
     for (int i = 0; i < f->nparams; i++)
-        cand.v[i] = vals[i];
+        cand.v[i] = i < nvals ? vals[i] : f->params[i].dflt;
     bt_config_set(&c, batch, &cand);
     CHECK(bt_config_filename(name, sizeof name, f, N, K, device, BT_IN_FP8, 128, 128, BT_FMT_SGLANG) == 0);
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -80,10 +81,10 @@ TEST(gpu_library_dispatch_and_graph_capture)
     const long N = 7168, K = 2304;
     int sm90a = strcmp(g.target.arch, "sm_90a") == 0;
     /* Classic configs for two batch sizes of (7168, 2304); a native one only for (3072, 1536). */
-    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 16, (int[]){16, 64, 128, 1, 4, 3});
-    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 256, (int[]){128, 64, 128, 8, 8, 3});
+    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 16, (int[]){16, 64, 128, 1, 4, 3}, 6);
+    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 256, (int[]){128, 64, 128, 8, 8, 3}, 6);
     if (sm90a)
-        write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1});
+        write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1}, 6);
 
     blocktune *bt = NULL;
     blocktune_options opt = {.config_dir = dir, .cache_dir = cache};
@@ -164,9 +165,9 @@ TEST(gpu_library_programmatic_launch)
     }
     snprintf(dir, sizeof dir, "%s/pdlconfigs", bt_test_tmpdir());
     CHECK(bt_mkdirs(dir, &err) == 0);
-    write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1});
-    write_config(t, dir, &bt_family_native, g.info.name, 4096, 512, 512, (int[]){128, 128, 4, 8, 2, 1});
-    write_config(t, dir, &bt_family_native, g.info.name, 512, 7168, 16, (int[]){64, 24, 12, 8, 1, 4});
+    write_config(t, dir, &bt_family_native, g.info.name, 3072, 1536, 64, (int[]){64, 48, 6, 8, 1, 1}, 6);
+    write_config(t, dir, &bt_family_native, g.info.name, 4096, 512, 512, (int[]){128, 128, 4, 8, 2, 1}, 6);
+    write_config(t, dir, &bt_family_native, g.info.name, 512, 7168, 16, (int[]){64, 24, 12, 8, 1, 4}, 6);
     blocktune_options opt = {.config_dir = dir, .cache_dir = cache, .pdl = 1};
     if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
         bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);

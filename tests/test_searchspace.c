@@ -576,3 +576,35 @@ TEST(searchspace_bad_constraints)
     expect_error(t, HEAD PARAMS "constraints:\n  - divides: [64, block_k]\n",
                  "11:14: divides: names no parameter of the classic family");
 }
+
+/* A parameter the family marks optional (the native INT8_CONVERT) may be left out, and then takes
+ * its default alone; one whose range starts at 0 takes 0 but no negative value. */
+TEST(searchspace_optional_parameter)
+{
+    const char *native = "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n"
+                         "  BLOCK_SIZE_N: [128]\n  num_stages: [5]\n  GROUP_SIZE_M: [4]\n  CLUSTER_M: [1]\n"
+                         "  SPLIT_K: [1]\n";
+    char text[1024];
+    bt_space s;
+    bt_err err = {{0}};
+    if (load_text("optional.yaml", native, &s, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        return;
+    }
+    int i = bt_family_param_index(s.family, "INT8_CONVERT");
+    CHECK(i >= 0);
+    if (i >= 0) {
+        CHECK_EQ(s.nvalues[i], 1);
+        CHECK_EQ(s.values[i][0], 0);
+    }
+    bt_space_free(&s);
+    snprintf(text, sizeof text, "%s  INT8_CONVERT: [0, 1]\n", native);
+    if (load_text("both.yaml", text, &s, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        return;
+    }
+    CHECK_EQ(s.nvalues[i], 2);
+    bt_space_free(&s);
+    snprintf(text, sizeof text, "%s  INT8_CONVERT: [-1]\n", native);
+    expect_error(t, text, "11:18: INT8_CONVERT: -1 is negative");
+}

@@ -145,9 +145,12 @@ static int read_entry(const char *path, const cJSON *entry, const bt_family *f, 
         cand->v[i] = (int)d;
         seen[i] = 1;
     }
-    for (int i = 0; i < f->nparams; i++)
-        if (!seen[i])
+    for (int i = 0; i < f->nparams; i++) {
+        if (!seen[i] && f->params[i].optional)
+            cand->v[i] = f->params[i].dflt;
+        else if (!seen[i])
             return bt_fail(err, "%s: \"%s\": missing %s", path, b, f->params[i].key);
+    }
     return 0;
 }
 
@@ -226,13 +229,20 @@ char *bt_config_serialize(const bt_config *c, const bt_family *f)
         sb_put(&b, "    \"");
         sb_long(&b, c->e[i].batch);
         sb_put(&b, "\": {\n");
+        /* An optional parameter at its default is left out: configs of kernels that do not use
+         * it read the same as before it existed. */
+        const char *sep = "";
         for (int j = 0; j < f->nparams; j++) {
+            if (f->params[j].optional && c->e[i].cand.v[j] == f->params[j].dflt)
+                continue;
+            sb_put(&b, sep);
             sb_put(&b, "        \"");
             sb_put(&b, f->params[j].key);
             sb_put(&b, "\": ");
             sb_long(&b, c->e[i].cand.v[j]);
-            sb_put(&b, j + 1 < f->nparams ? ",\n" : "\n");
+            sep = ",\n";
         }
+        sb_put(&b, "\n");
         sb_put(&b, i + 1 < c->n ? "    },\n" : "    }\n");
     }
     sb_put(&b, "}\n");

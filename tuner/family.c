@@ -59,12 +59,13 @@ static int is_sm90a(const bt_target *t) { return strcmp(t->arch, "sm_90a") == 0;
 enum { CL_BM, CL_BN, CL_BK, CL_GM, CL_WARPS, CL_STAGES, CL_NPARAM };
 
 static const bt_param_def classic_params[CL_NPARAM] = {
-    {"BLOCK_SIZE_M", 1, 16, 256, "rows of C per thread block"},
-    {"BLOCK_SIZE_N", 1, 8, 256, "columns of C per thread block"},
-    {"BLOCK_SIZE_K", 1, 32, 128, "K per pipeline step (divides the quantization block_k)"},
-    {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
-    {"num_warps", 1, 1, 8, "warps per thread block"},
-    {"num_stages", 0, 1, 8, "shared-memory pipeline depth"},
+    {.key = "BLOCK_SIZE_M", .pow2 = 1, .min = 16, .max = 256, .help = "rows of C per thread block"},
+    {.key = "BLOCK_SIZE_N", .pow2 = 1, .min = 8, .max = 256, .help = "columns of C per thread block"},
+    {.key = "BLOCK_SIZE_K", .pow2 = 1, .min = 32, .max = 128,
+     .help = "K per pipeline step (divides the quantization block_k)"},
+    {.key = "GROUP_SIZE_M", .pow2 = 0, .min = 1, .max = 1024, .help = "rows of tiles visited together for L2 reuse"},
+    {.key = "num_warps", .pow2 = 1, .min = 1, .max = 8, .help = "warps per thread block"},
+    {.key = "num_stages", .pow2 = 0, .min = 1, .max = 8, .help = "shared-memory pipeline depth"},
 };
 
 static bt_reject classic_check(const bt_cand *c, const bt_variant *v, const bt_target *t,
@@ -170,15 +171,20 @@ const bt_family bt_family_classic = {
 
 /* ---- native: TMA + wgmma, warp-specialized and persistent (sm_90a) ---- */
 
-enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_SPLIT, NV_NPARAM };
+enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_SPLIT, NV_CVT, NV_NPARAM };
 
 static const bt_param_def native_params[NV_NPARAM] = {
-    {"BLOCK_SIZE_M", 1, 64, 128, "rows of C per tile: 64 per consumer warpgroup"},
-    {"BLOCK_SIZE_N", 0, 8, 256, "columns of C per tile, a multiple of 8"},
-    {"num_stages", 0, 1, 16, "TMA ring depth"},
-    {"GROUP_SIZE_M", 0, 1, 1024, "rows of tiles visited together for L2 reuse"},
-    {"CLUSTER_M", 1, 1, 2, "CTAs on adjacent row tiles sharing each B tile by TMA multicast"},
-    {"SPLIT_K", 1, 1, 4, "CTAs of a cluster sharing one tile's K blocks, reduced in shared memory"},
+    {.key = "BLOCK_SIZE_M", .pow2 = 1, .min = 64, .max = 128,
+     .help = "rows of C per tile: 64 per consumer warpgroup"},
+    {.key = "BLOCK_SIZE_N", .pow2 = 0, .min = 8, .max = 256, .help = "columns of C per tile, a multiple of 8"},
+    {.key = "num_stages", .pow2 = 0, .min = 1, .max = 16, .help = "TMA ring depth"},
+    {.key = "GROUP_SIZE_M", .pow2 = 0, .min = 1, .max = 1024, .help = "rows of tiles visited together for L2 reuse"},
+    {.key = "CLUSTER_M", .pow2 = 1, .min = 1, .max = 2,
+     .help = "CTAs on adjacent row tiles sharing each B tile by TMA multicast"},
+    {.key = "SPLIT_K", .pow2 = 1, .min = 1, .max = 4,
+     .help = "CTAs of a cluster sharing one tile's K blocks, reduced in shared memory"},
+    {.key = "INT8_CONVERT", .pow2 = 0, .min = 0, .max = 1, .optional = 1, .dflt = 0,
+     .help = "INT8 partials to float: 0 by the conversion instruction, 1 by an integer and a float add"},
 };
 
 static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
@@ -204,6 +210,10 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
     }
     if (v->in == BT_IN_INT8 && bn > 32 && bn % 16 != 0) {
         snprintf(why, n, "INT8 wgmma takes BLOCK_SIZE_N 8, 16, 24, 32 or a multiple of 16, not %d", bn);
+        return BT_REJ_SHAPE;
+    }
+    if (p[NV_CVT] && v->in != BT_IN_INT8) {
+        snprintf(why, n, "INT8_CONVERT %d changes only INT8 kernels; FP8 partials are float already", p[NV_CVT]);
         return BT_REJ_SHAPE;
     }
     if (p[NV_CLUSTER] > 1 && p[NV_SPLIT] > 1) {
@@ -247,9 +257,9 @@ static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size
     return bt_sprintf(buf, n,
                       "#define BT_BM %d\n#define BT_BN %d\n#define BT_STAGES %d\n#define BT_GM %d\n"
                       "#define BT_CLUSTER %d\n#define BT_SPLIT %d\n#define BT_QBN %d\n#define BT_QBK %d\n"
-                      "#define BT_IN_INT8 %d\n#define BT_OUT %d\n",
+                      "#define BT_IN_INT8 %d\n#define BT_INT8_CONVERT %d\n#define BT_OUT %d\n",
                       p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], p[NV_CLUSTER], p[NV_SPLIT], v->block_n,
-                      v->block_k, v->in == BT_IN_INT8, (int)v->out);
+                      v->block_k, v->in == BT_IN_INT8, p[NV_CVT], (int)v->out);
 }
 
 static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M, long N,
@@ -289,7 +299,7 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
     while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1, 2) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
-    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1;
+    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1, out->v[NV_CVT] = 0;
 }
 
 const bt_family bt_family_native = {
@@ -329,7 +339,9 @@ void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n)
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < f->nparams && used < n; i++) {
-        int w = snprintf(buf + used, n - used, "%s%s=%d", i ? " " : "", f->params[i].key, c->v[i]);
+        if (f->params[i].optional && c->v[i] == f->params[i].dflt)
+            continue; /* as in configs: only when it says something */
+        int w = snprintf(buf + used, n - used, "%s%s=%d", used ? " " : "", f->params[i].key, c->v[i]);
         if (w < 0)
             break;
         used += (size_t)w;

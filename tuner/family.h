@@ -32,6 +32,8 @@ typedef struct {
     int pow2;        /* values must be powers of two */
     long min, max;
     const char *help;
+    int optional; /* may be left out of search spaces and configs, meaning dflt */
+    int dflt;
 } bt_param_def;
 
 /* One point of a search space: values in the family's parameter order. */

@@ -126,14 +126,17 @@ static int get_int(const ctx *c, const yaml_node_t *n, const char *field, long *
     return 0;
 }
 
-/* A positive integer; def (may be NULL) adds the parameter's range and power-of-two rule. */
+/* A positive integer (non-negative for a parameter whose range starts at 0); def (may be NULL)
+ * adds the parameter's range and power-of-two rule. */
 static int get_value(const ctx *c, const yaml_node_t *n, const char *field,
                      const bt_param_def *def, long *out)
 {
     long v;
     if (get_int(c, n, field, &v))
         return -1;
-    if (v <= 0)
+    if (def && def->min == 0 && v < 0)
+        return fail_at(c, n, field, "%ld is negative", v);
+    if ((!def || def->min != 0) && v <= 0)
         return fail_at(c, n, field, "%ld is not positive", v);
     if (def && (v < def->min || v > def->max))
         return fail_at(c, n, field, "%ld is outside [%ld, %ld]", v, def->min, def->max);
@@ -230,10 +233,18 @@ static int parse_params(const ctx *c, const yaml_node_t *n, bt_space *s)
                            &s->pos[i], &s->nvalues[i]))
             return -1;
     }
-    for (int i = 0; i < f->nparams; i++)
-        if (!s->values[i])
-            return fail_at(c, n, "parameters", "%s is missing (the %s family needs %s)",
-                           f->params[i].key, f->name, names);
+    for (int i = 0; i < f->nparams; i++) {
+        if (!s->values[i] && f->params[i].optional) {
+            /* left out: its default alone, placed at the parameters map for messages */
+            s->values[i] = bt_xcalloc(1, sizeof *s->values[i]);
+            s->pos[i] = bt_xcalloc(1, sizeof *s->pos[i]);
+            s->values[i][0] = f->params[i].dflt, s->nvalues[i] = 1;
+            s->pos[i][0].line = line_of(n), s->pos[i][0].col = col_of(n);
+        } else if (!s->values[i]) {
+            return fail_at(c, n, "parameters", "%s is missing (the %s family needs %s)", f->params[i].key,
+                           f->name, names);
+        }
+    }
     return 0;
 }
 
