@@ -607,4 +607,8 @@ TEST(searchspace_optional_parameter)
     bt_space_free(&s);
     snprintf(text, sizeof text, "%s  INT8_CONVERT: [-1]\n", native);
     expect_error(t, text, "11:18: INT8_CONVERT: -1 is negative");
+    /* a required one missing: the message lists the required ones only */
+    expect_error(t, "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n",
+                 "5:3: parameters: BLOCK_SIZE_N is missing (the native family needs BLOCK_SIZE_M, BLOCK_SIZE_N, "
+                 "num_stages, GROUP_SIZE_M, CLUSTER_M, SPLIT_K)");
 }

@@ -212,15 +212,17 @@ static int check_map(const ctx *c, const yaml_node_t *m, const char *field)
 static int parse_params(const ctx *c, const yaml_node_t *n, bt_space *s)
 {
     const bt_family *f = s->family;
-    char what[64], cl[48], names[256] = "";
+    char what[64], cl[48], names[256] = "", required[256] = "";
     if (n->type != YAML_MAPPING_NODE)
         return fail_at(c, n, "parameters", "expected a map of parameter lists, found %s",
                        describe(n, what));
     if (check_map(c, n, "parameters"))
         return -1;
     for (int i = 0; i < f->nparams; i++) {
-        size_t used = strlen(names);
+        size_t used = strlen(names), req = strlen(required);
         snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", f->params[i].key);
+        if (!f->params[i].optional)
+            snprintf(required + req, sizeof required - req, "%s%s", req ? ", " : "", f->params[i].key);
     }
     for (const yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
          p++) {
@@ -242,7 +244,7 @@ static int parse_params(const ctx *c, const yaml_node_t *n, bt_space *s)
             s->pos[i][0].line = line_of(n), s->pos[i][0].col = col_of(n);
         } else if (!s->values[i]) {
             return fail_at(c, n, "parameters", "%s is missing (the %s family needs %s)", f->params[i].key,
-                           f->name, names);
+                           f->name, required);
         }
     }
     return 0;
