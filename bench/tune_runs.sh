@@ -2,7 +2,7 @@
 # On the GPU machine: the tuning runs behind configs/ and BENCHMARKS.md. Each run's output goes
 # to $OUT/<name>.log and its configs to $OUT/configs.tar.
 # Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | native-tp8 | native:N:K | native-focus:N:K
-# (native-tp8 with the 546-candidate native space takes about 10 minutes on an H100; native:N:K
+# (native-tp8 with the native space, 546 candidates runnable for FP8, takes about 10 minutes on an H100; native:N:K
 # tunes one shape into the same directory, so the 13 shapes can be split across calls.)
 set -u
 out=${OUT:-/tmp/out}

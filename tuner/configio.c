@@ -229,11 +229,9 @@ char *bt_config_serialize(const bt_config *c, const bt_family *f)
         sb_put(&b, "    \"");
         sb_long(&b, c->e[i].batch);
         sb_put(&b, "\": {\n");
-        /* An optional parameter at its default is left out: configs of kernels that do not use
-         * it read the same as before it existed. */
         const char *sep = "";
         for (int j = 0; j < f->nparams; j++) {
-            if (f->params[j].optional && c->e[i].cand.v[j] == f->params[j].dflt)
+            if (bt_param_omitted(f, &c->e[i].cand, j))
                 continue;
             sb_put(&b, sep);
             sb_put(&b, "        \"");

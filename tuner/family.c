@@ -334,13 +334,18 @@ int bt_family_param_index(const bt_family *f, const char *key)
     return -1;
 }
 
+int bt_param_omitted(const bt_family *f, const bt_cand *c, int i)
+{
+    return f->params[i].optional && c->v[i] == f->params[i].dflt;
+}
+
 void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < f->nparams && used < n; i++) {
-        if (f->params[i].optional && c->v[i] == f->params[i].dflt)
-            continue; /* as in configs: only when it says something */
+        if (bt_param_omitted(f, c, i))
+            continue;
         int w = snprintf(buf + used, n - used, "%s%s=%d", used ? " " : "", f->params[i].key, c->v[i]);
         if (w < 0)
             break;

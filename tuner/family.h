@@ -97,6 +97,10 @@ extern const bt_family bt_family_native;
 const bt_family *bt_family_find(const char *name);
 int bt_family_param_index(const bt_family *f, const char *key);
 
+/* Whether parameter i of c is an optional one at its default: configs and descriptions leave
+ * it out, so they read as before the parameter existed. */
+int bt_param_omitted(const bt_family *f, const bt_cand *c, int i);
+
 /* "fp8"/"int8", "float16"/"bfloat16"/"float32", and the config file's dtype tag. */
 const char *bt_in_name(bt_in_type t);
 const char *bt_out_name(bt_out_type t);
