@@ -7,7 +7,7 @@ one whose promotion skips the s32 -> f32 conversion (wrong results, timing only)
 
 Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,4096 \\
            [--config 128,128,5,8,1,1[,INT8_CONVERT]] [--variant-lib /tmp/nocvt/libblocktune.so,/tmp/other/libx.so]
-           [--int8-variant add=128,128,5,8,1,1,1]
+           [--int8-variant add=128,128,5,8,1,1,1] [--rounds 11]
 Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant library as
 "int8_" and its directory's name, an --int8-variant as "int8_" and its name), and how far each
 variant's output is from the INT8 one (relative Frobenius norm)."""
@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--config", default="128,128,5,8,1,1")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--variant-lib", help="comma-separated libraries to time INT8 through as well")
+    ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--int8-variant", action="append", default=[],
                     help="NAME=CONFIG: INT8 once more under another config (e.g. with INT8_CONVERT 1)")
     o = ap.parse_args()
@@ -56,7 +57,7 @@ def main():
                 h.prepare(M, N, K, inp)
                 calls[k] = lambda i, h=h, sets=sets, inp=inp: h.gemm(sets[i % nsets], M, N, K, inp)
             outs = first_outputs(calls, fp8[0])  # the INT8 sets share the FP8 sets' C
-            us = {k: round(v, 1) for k, v in interleaved_us({k: graph(c, 30) for k, c in calls.items()}, 30, 11).items()}
+            us = {k: round(v, 1) for k, v in interleaved_us({k: graph(c, 30) for k, c in calls.items()}, 30, o.rounds).items()}
             rec = {"N": N, "K": K, "M": M, "us": us, "TFLOPS": {k: round(2 * M * N * K / v / 1e6) for k, v in us.items()}}
             variants = [k for k in outs if k.startswith("int8_")]
             if variants:  # 0 where a variant computes the same result
