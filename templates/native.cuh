@@ -36,7 +36,8 @@ namespace native {
 constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = BT_CLUSTER, SPLIT = BT_SPLIT;
 constexpr int CTAS = CLUSTER * SPLIT; // CTAs per cluster
 constexpr int QBN = BT_QBN, BK = BT_QBK;
-constexpr bool INT8 = BT_IN_INT8, ADD_CONVERT = BT_INT8_CONVERT;
+constexpr bool INT8 = BT_IN_INT8, OFFSET = BT_IN_INT8 && BT_INT8_CONVERT; // OFFSET: see partial_f32
+constexpr int OFFSET_BITS = 0x4B400000; // 1.5 * 2^23 as a float
 constexpr int OUT = BT_OUT;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
@@ -45,6 +46,10 @@ constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM);
 // Two K-block partials: K block kb + 1's wgmma is issued before kb's partial is promoted.
 constexpr bool DOUBLE = bt_nv_double_partial(BM, BN);
+// How many K blocks' share of the offset the running sums carry before it is taken off (see
+// partial_f32): 8 measured 3-13% faster than 2 and within 4% of 16, whose rounding is twice
+// 8's. With one partial there are no registers to spare for more than one.
+constexpr int OFFSET_GROUP = DOUBLE ? 8 : 1;
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int S_BYTES = bt_nv_scale_bytes(BM); // one stage's scales: As[BM], then Bs[4]
 constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
@@ -152,15 +157,18 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
     return v;
 }
 
-// A K block's wgmma partial as a float. An INT8 partial is a sum of at most 128 products of two
-// 8-bit codes, so |x| <= 2^21; with ADD_CONVERT its bits are added to those of 1.5 * 2^23, a
-// float whose steps are 1, which gives 1.5 * 2^23 + x exactly, and the float subtraction leaves
-// x: an integer add and a float add instead of the conversion instruction, which runs at a
-// lower rate. Which is faster depends on the shape and the load; the tuner times both.
+// A K block's wgmma partial as a float. An INT8 partial x is a sum of at most 128 products of
+// two 8-bit codes, so |x| <= 2^21. With OFFSET (INT8_CONVERT 1) x is added to the bits of
+// 1.5 * 2^23, a float whose steps are 1, which gives the float 1.5 * 2^23 + x exactly: one
+// integer add instead of the conversion instruction, which runs at a lower rate. The promotion
+// adds that times the scale, and the offset's share of the sums is taken off every
+// OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to 8 * 1.5 * 2^23 times a
+// scale, and rounds to a few units of x per K block: what 1 costs in accuracy against 0's
+// exact conversion (BENCHMARKS.md has the measured errors).
 template <typename T> __device__ __forceinline__ float partial_f32(T x)
 {
-    if constexpr (INT8 && ADD_CONVERT)
-        return __int_as_float((int)x + 0x4B400000) - 12582912.f;
+    if constexpr (OFFSET)
+        return __int_as_float((int)x + OFFSET_BITS);
     else
         return (float)x;
 }
@@ -389,6 +397,13 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 #pragma unroll
             for (int i = 0; i < FN * 4; i++)
                 sum[i] = 0.f;
+            // With OFFSET: the scales of the K blocks whose offset the sums still carry, per
+            // weight-scale block, for this thread's two rows, and how many K blocks that is.
+            float off_top[NBS], off_bot[NBS];
+            int pending = 0;
+#pragma unroll
+            for (int i = 0; i < NBS; i++)
+                off_top[i] = off_bot[i] = 0.f;
 
             // One K block's scales, read from its slot once the slot is full; they leave the
             // slot before it is released.
@@ -433,6 +448,23 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 if (++stage == STAGES)
                     stage = 0, phase ^= 1;
             };
+            // sum -= 1.5 * 2^23 * (the scales of the pending K blocks): one FFMA per output,
+            // exact but for the rounding of the scales' sum.
+            auto take_offset = [&]() {
+#pragma unroll
+                for (int j = 0; j < FN; j++) {
+                    const int w = (int)(which >> (2 * j)) & 3;
+                    const float top = pick(off_top, w), bot = pick(off_bot, w);
+                    sum[j * 4 + 0] = fmaf(-12582912.f, top, sum[j * 4 + 0]);
+                    sum[j * 4 + 1] = fmaf(-12582912.f, top, sum[j * 4 + 1]);
+                    sum[j * 4 + 2] = fmaf(-12582912.f, bot, sum[j * 4 + 2]);
+                    sum[j * 4 + 3] = fmaf(-12582912.f, bot, sum[j * 4 + 3]);
+                }
+#pragma unroll
+                for (int i = 0; i < NBS; i++)
+                    off_top[i] = off_bot[i] = 0.f;
+                pending = 0;
+            };
             // sum += P * As[row, kb] * Bs[the column's block, kb].
             auto promote = [&](acc_t(&P)[FN * 4], const scales &sc) {
                 float top_s[NBS], bot_s[NBS];
@@ -447,6 +479,13 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     sum[j * 4 + 1] += partial_f32(P[j * 4 + 1]) * top;
                     sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
                     sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
+                }
+                if constexpr (OFFSET) {
+#pragma unroll
+                    for (int i = 0; i < NBS; i++)
+                        off_top[i] += top_s[i], off_bot[i] += bot_s[i];
+                    if (++pending == OFFSET_GROUP)
+                        take_offset();
                 }
             };
 
@@ -499,6 +538,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     step(part1, part0);
                 }
             }
+            if (OFFSET && pending > 0)
+                take_offset();
             if (SPLIT > 1) {
                 // Slot krank - 1 of the first CTA holds this CTA's partial tile, thread-major so
                 // that a warp's stores and loads are consecutive words.

@@ -296,7 +296,7 @@ TEST(gpu_native_space_verified)
                 if (bt_family_native.check(&c[i], &v, &fx.g.target, NULL, 0) == BT_REJ_NONE)
                     fit[ok++] = c[i];
             size_t take = all ? ok : (ok < 8 ? ok : 8);
-            /* INT8: each of the spread once more converting its partials by adds */
+            /* INT8: each of the spread once more with INT8_CONVERT 1 (the offset sums) */
             bt_cand *sub = bt_xcalloc(take ? 2 * take : 1, sizeof *sub);
             for (size_t i = 0; i < take; i++)
                 sub[i] = fit[all ? i : i * ok / take];
@@ -309,11 +309,12 @@ TEST(gpu_native_space_verified)
             }
             free(fit);
             verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);
-            if (all) { /* K blocks: 13 (an odd count for the two in-flight partials), 4 with a partial last one, 1 */
+            /* K blocks: 13 (an odd count for the two in-flight partials, and for the offset sums
+             * of INT8_CONVERT 1), 4 with a partial last one, 1 */
+            if (all || in == BT_IN_INT8)
                 verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, &runs);
-                /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
+            if (all) /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
                 verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, &runs);
-            }
             free(sub);
         }
     printf("    %zu native candidates, %d verified runs\n", n, runs);

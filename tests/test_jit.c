@@ -198,7 +198,9 @@ TEST(jit_native_candidates_compile_clean)
         return;
     static const int cands[][7] = {{128, 128, 6, 8, 1, 1}, {128, 144, 4, 8, 1, 1}, {128, 128, 4, 8, 2, 1},
                                    {64, 32, 12, 8, 1, 4}};
-    static const bt_variant vars[] = {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, {BT_IN_INT8, BT_OUT_F32, 128, 128}};
+    /* FP8, INT8, and INT8 with INT8_CONVERT 1 (the offset accumulators and their sums) */
+    static const bt_variant vars[] = {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, {BT_IN_INT8, BT_OUT_F32, 128, 128},
+                                      {BT_IN_INT8, BT_OUT_BF16, 128, 128}};
     enum { NC = sizeof cands / sizeof cands[0], NV = sizeof vars / sizeof vars[0] };
     bt_jit_job jobs[NC * NV];
     memset(jobs, 0, sizeof jobs);
@@ -206,6 +208,7 @@ TEST(jit_native_candidates_compile_clean)
         for (int c = 0; c < NC; c++) {
             bt_cand cand = {{0}};
             memcpy(cand.v, cands[c], sizeof cands[c]);
+            cand.v[6] = v == 2;
             jobs[v * NC + c].source = bt_jit_source(&bt_family_native, &cand, &vars[v], NULL);
         }
     CHECK_EQ(run1(j, jobs, NC * NV, 2), 0);

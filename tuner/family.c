@@ -184,7 +184,7 @@ static const bt_param_def native_params[NV_NPARAM] = {
     {.key = "SPLIT_K", .pow2 = 1, .min = 1, .max = 4,
      .help = "CTAs of a cluster sharing one tile's K blocks, reduced in shared memory"},
     {.key = "INT8_CONVERT", .pow2 = 0, .min = 0, .max = 1, .optional = 1, .dflt = 0,
-     .help = "INT8 partials to float: 0 by the conversion instruction, 1 by an integer and a float add"},
+     .help = "INT8 partials to float: 0 by the conversion instruction (exact), 1 by an integer add onto an offset"},
 };
 
 static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
