@@ -1,6 +1,6 @@
 """A/B of libblocktune builds on the same GEMMs: each build's kernels (from one config
 directory) and cuBLASLt's block-scaled FP8 GEMM, timed in one process with the method of
-sidebyside.py (CUDA graphs over rotated inputs, replayed in a rotating order, the median of the
+sidebyside.py (CUDA graphs over rotated inputs, replayed in a random order each round, the median of the
 rounds). For a kernel change, build the library without it into a directory of its own (the
 Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
 

@@ -2,7 +2,7 @@
 family and its classic family (through libblocktune and the configs the tuner wrote) and
 cuBLASLt's block-scaled FP8 GEMM (torch._scaled_mm, 1x128 / 128x128 scales). Each is a CUDA
 graph of back-to-back calls rotating over input sets totalling >= 4x L2 (~2 ms per replay);
-15 rounds, each replaying the three graphs in a rotating order; the median of each. All three
+15 rounds, each replaying the graphs in a new random order; the median of each. All three
 read the same FP8 codes and scales (cuBLASLt's activation scales M-major, ours row-major).
 
 With --pdl a fourth graph runs the native kernels with programmatic dependent launch

@@ -8,7 +8,7 @@ A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SP
 optionally INT8_CONVERT), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
-rotating order), cuBLASLt's as "peer", and each output's relative difference from the first."""
+random order), cuBLASLt's as "peer", and each output's relative difference from the first."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
