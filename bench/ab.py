@@ -6,7 +6,7 @@ Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
 
     git stash && make BUILD=build/before build/before/libblocktune.so && git stash pop && make
     python3 bench/ab.py --lib before=build/before/libblocktune.so --lib after=build/libblocktune.so \\
-        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR] [--no-peer]
+        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR] [--no-peer] [--pdl]
 
 A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
 cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
@@ -26,12 +26,15 @@ def main():
     ap.add_argument("--configs", default="configs")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out (it can fault at K = 2304)")
+    ap.add_argument("--pdl", action="store_true",
+                    help="launch the builds' kernels programmatically (blocktune_options.pdl), each call set up "
+                         "while the one before it finishes")
     o = ap.parse_args()
     libs = dict(s.split("=", 1) for s in o.lib)
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
     torch.zeros(1, device="cuda")
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-ab-")
-    handles = {name: Blocktune(ctypes.CDLL(path), o.configs, cache) for name, path in libs.items()}
+    handles = {name: Blocktune(ctypes.CDLL(path), o.configs, cache, o.pdl) for name, path in libs.items()}
     names = list(handles)
     for N, K, M in points:
         nsets = rotation_sets(M, N, K)
