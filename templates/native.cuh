@@ -37,7 +37,8 @@ constexpr int BM = BT_BM, BN = BT_BN, STAGES = BT_STAGES, GM = BT_GM, CLUSTER = 
 constexpr int CTAS = CLUSTER * SPLIT; // CTAs per cluster
 constexpr int QBN = BT_QBN, BK = BT_QBK;
 constexpr bool INT8 = BT_IN_INT8, OFFSET = BT_IN_INT8 && BT_INT8_CONVERT; // OFFSET: see partial_f32
-constexpr int OFFSET_BITS = 0x4B400000; // 1.5 * 2^23 as a float
+constexpr int OFFSET_BITS = 0x4B400000; // the float OFFSET_F = 1.5 * 2^23
+constexpr float OFFSET_F = 12582912.f;
 constexpr int OUT = BT_OUT;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
@@ -162,9 +163,9 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
 // 1.5 * 2^23, a float whose steps are 1, which gives the float 1.5 * 2^23 + x exactly: one
 // integer add instead of the conversion instruction, which runs at a lower rate. The promotion
 // adds that times the scale, and the offset's share of the sums is taken off every
-// OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to 8 * 1.5 * 2^23 times a
-// scale, and rounds to a few units of x per K block: what 1 costs in accuracy against 0's
-// exact conversion (BENCHMARKS.md has the measured errors).
+// OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to OFFSET_GROUP offsets
+// times a scale, and rounds to a few units of x per K block: what 1 costs in accuracy against
+// 0's exact conversion (BENCHMARKS.md has the measured errors).
 template <typename T> __device__ __forceinline__ float partial_f32(T x)
 {
     if constexpr (OFFSET)
@@ -455,10 +456,10 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 for (int j = 0; j < FN; j++) {
                     const int w = (int)(which >> (2 * j)) & 3;
                     const float top = pick(off_top, w), bot = pick(off_bot, w);
-                    sum[j * 4 + 0] = fmaf(-12582912.f, top, sum[j * 4 + 0]);
-                    sum[j * 4 + 1] = fmaf(-12582912.f, top, sum[j * 4 + 1]);
-                    sum[j * 4 + 2] = fmaf(-12582912.f, bot, sum[j * 4 + 2]);
-                    sum[j * 4 + 3] = fmaf(-12582912.f, bot, sum[j * 4 + 3]);
+                    sum[j * 4 + 0] = fmaf(-OFFSET_F, top, sum[j * 4 + 0]);
+                    sum[j * 4 + 1] = fmaf(-OFFSET_F, top, sum[j * 4 + 1]);
+                    sum[j * 4 + 2] = fmaf(-OFFSET_F, bot, sum[j * 4 + 2]);
+                    sum[j * 4 + 3] = fmaf(-OFFSET_F, bot, sum[j * 4 + 3]);
                 }
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
