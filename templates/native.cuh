@@ -164,8 +164,9 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
 // integer add instead of the conversion instruction, which runs at a lower rate. The promotion
 // adds that times the scale, and the offset's share of the sums is taken off every
 // OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to OFFSET_GROUP offsets
-// times a scale, and rounds to a few units of x per K block: what 1 costs in accuracy against
-// 0's exact conversion (BENCHMARKS.md has the measured errors).
+// times a scale (1e8 times it: finite for scale products below 3e30), and rounds to a few
+// units of x per K block: what 1 costs in accuracy against 0's exact conversion (BENCHMARKS.md
+// has the measured errors).
 template <typename T> __device__ __forceinline__ float partial_f32(T x)
 {
     if constexpr (OFFSET)
