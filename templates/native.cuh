@@ -47,10 +47,6 @@ constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM);
 // Two K-block partials: K block kb + 1's wgmma is issued before kb's partial is promoted.
 constexpr bool DOUBLE = bt_nv_double_partial(BM, BN);
-// How many K blocks' share of the offset the running sums carry before it is taken off (see
-// partial_f32): 8 measured 3-13% faster than 2 and within 4% of 16, whose rounding is twice
-// 8's. With one partial there are no registers to spare for more than one.
-constexpr int OFFSET_GROUP = DOUBLE ? 8 : 1;
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int S_BYTES = bt_nv_scale_bytes(BM); // one stage's scales: As[BM], then Bs[4]
 constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
@@ -58,6 +54,12 @@ constexpr int FN = BN / 8;            // m16n8 fragments per row band of a threa
 // Weight-scale blocks a tile can touch: one when BN divides QBN (tiles never straddle one).
 constexpr int NBS = QBN % BN == 0 ? 1 : (BN - 1) / QBN + 2;
 static_assert(NBS <= 3, "at most three weight-scale blocks per tile");
+// How many K blocks' share of the offset the running sums carry before it is taken off (see
+// partial_f32): 8 measured 3-13% faster than 2 and within 4% of 16, whose rounding is twice
+// 8's. Carrying it takes registers for the pending scales, two per weight-scale block: with one
+// partial, or tiles over more than one block, some candidates then spill, so those subtract
+// it from each partial instead (1: no offset carried).
+constexpr int OFFSET_GROUP = DOUBLE && NBS == 1 ? 8 : 1;
 static_assert(BM % 64 == 0 && BM <= 128, "one or two m64 consumer slabs");
 static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
 static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
@@ -166,11 +168,13 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
 // OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to OFFSET_GROUP offsets
 // times a scale (1e8 times it: finite for scale products below 3e30), and rounds to a few
 // units of x per K block: what 1 costs in accuracy against 0's exact conversion (BENCHMARKS.md
-// has the measured errors).
+// has the measured errors). Where no offset is carried, a float subtraction leaves x exactly.
 template <typename T> __device__ __forceinline__ float partial_f32(T x)
 {
-    if constexpr (OFFSET)
+    if constexpr (OFFSET && OFFSET_GROUP > 1)
         return __int_as_float((int)x + OFFSET_BITS);
+    else if constexpr (OFFSET)
+        return __int_as_float((int)x + OFFSET_BITS) - OFFSET_F;
     else
         return (float)x;
 }
@@ -467,7 +471,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     off_top[i] = off_bot[i] = 0.f;
                 pending = 0;
             };
-            // sum += P * As[row, kb] * Bs[the column's block, kb].
+            // sum += P * As[row, kb] * Bs[the column's block, kb] (with OFFSET, P plus the offset).
             auto promote = [&](acc_t(&P)[FN * 4], const scales &sc) {
                 float top_s[NBS], bot_s[NBS];
 #pragma unroll
@@ -482,7 +486,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
                     sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
                 }
-                if constexpr (OFFSET) {
+                if constexpr (OFFSET && OFFSET_GROUP > 1) {
 #pragma unroll
                     for (int i = 0; i < NBS; i++)
                         off_top[i] += top_s[i], off_bot[i] += bot_s[i];

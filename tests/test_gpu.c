@@ -266,6 +266,13 @@ TEST(gpu_default_space_sample_verified)
 TEST(gpu_native_space_verified)
 {
     static const long odd_k_shapes[][2] = {{3072, 1664}, {576, 400}, {1536, 112}}, window_shapes[][2] = {{256, 4096}};
+    /* INT8_CONVERT 1 where its offset sums differ: two partials carrying 8 K blocks' offsets
+     * (also multicast), one partial (144 and 160 columns), a tile over two weight-scale blocks
+     * (112 columns, multicast), split-K 2 and 4 */
+    static const int offset_cands[][7] = {{128, 128, 5, 8, 1, 1, 1}, {128, 128, 5, 8, 2, 1, 1}, {128, 144, 4, 8, 1, 1, 1},
+                                          {128, 160, 4, 4, 1, 1, 1}, {128, 112, 6, 8, 2, 1, 1}, {64, 64, 8, 8, 1, 2, 1},
+                                          {64, 32, 12, 8, 1, 4, 1}};
+    enum { NOFFSET = sizeof offset_cands / sizeof offset_cands[0] };
     gpu_fixture fx;
     if (open_gpu(t, &fx))
         return;
@@ -296,8 +303,9 @@ TEST(gpu_native_space_verified)
                 if (bt_family_native.check(&c[i], &v, &fx.g.target, NULL, 0) == BT_REJ_NONE)
                     fit[ok++] = c[i];
             size_t take = all ? ok : (ok < 8 ? ok : 8);
-            /* INT8: each of the spread once more with INT8_CONVERT 1 (the offset sums) */
-            bt_cand *sub = bt_xcalloc(take ? 2 * take : 1, sizeof *sub);
+            /* INT8: each of the spread once more with INT8_CONVERT 1 (the offset sums), and the
+             * offset_cands the device can run */
+            bt_cand *sub = bt_xcalloc(2 * take + NOFFSET, sizeof *sub);
             for (size_t i = 0; i < take; i++)
                 sub[i] = fit[all ? i : i * ok / take];
             if (in == BT_IN_INT8) {
@@ -306,6 +314,12 @@ TEST(gpu_native_space_verified)
                     sub[take + i].v[cvt] = 1;
                 }
                 take *= 2;
+                for (int i = 0; i < NOFFSET; i++) {
+                    bt_cand o = {{0}};
+                    memcpy(o.v, offset_cands[i], sizeof offset_cands[i]);
+                    if (bt_family_native.check(&o, &v, &fx.g.target, NULL, 0) == BT_REJ_NONE)
+                        sub[take++] = o;
+                }
             }
             free(fit);
             verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);

@@ -190,17 +190,19 @@ TEST(jit_log_problem_is_serialized_or_waited_wgmma)
 }
 
 /* Representative native candidates compile for sm_90a without spills and without ptxas
- * serializing their wgmma: two K-block partials, one partial, a multicast cluster, split-K. */
+ * serializing their wgmma: two K-block partials, one partial, a multicast cluster, split-K, and
+ * the widest ones with a multicast cluster (which spilled once INT8_CONVERT 1 carried its offset
+ * there). */
 TEST(jit_native_candidates_compile_clean)
 {
     bt_jit *j = open_jit(t, cache_dir("native"), "sm_90a");
     if (!j)
         return;
     static const int cands[][7] = {{128, 128, 6, 8, 1, 1}, {128, 144, 4, 8, 1, 1}, {128, 128, 4, 8, 2, 1},
-                                   {64, 32, 12, 8, 1, 4}};
-    /* FP8, INT8, and INT8 with INT8_CONVERT 1 (the offset accumulators and their sums) */
+                                   {64, 32, 12, 8, 1, 4},  {128, 112, 6, 8, 2, 1}, {128, 160, 4, 8, 2, 1}};
+    /* FP8, INT8, and INT8 with INT8_CONVERT 1 (the offset sums) */
     static const bt_variant vars[] = {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, {BT_IN_INT8, BT_OUT_F32, 128, 128},
-                                      {BT_IN_INT8, BT_OUT_BF16, 128, 128}};
+                                      {BT_IN_INT8, BT_OUT_F32, 128, 128}};
     enum { NC = sizeof cands / sizeof cands[0], NV = sizeof vars / sizeof vars[0] };
     bt_jit_job jobs[NC * NV];
     memset(jobs, 0, sizeof jobs);
