@@ -14,7 +14,7 @@ relative difference of the builds' outputs from the first build's ("diff"; cuBLA
 "peer_diff")."""
 import argparse, ctypes, json, tempfile, torch
 
-from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
+from peer import calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 
@@ -45,7 +45,7 @@ def main():
             calls["peer"] = lambda i: peer(sets[i % nsets])
         outs = first_outputs(calls, sets[0])
         n = calls_per_replay(calls[names[0]], nsets)
-        us = interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, o.rounds)
+        us = interleaved_calls_us(calls, n, o.rounds)
         res = {"N": N, "K": K, "M": M, "kernel": kernel, "calls_per_replay": n}
         for k, v in us.items():
             res[k] = round(v, 2)

@@ -13,7 +13,7 @@ Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant l
 variant's output is from the INT8 one (relative Frobenius norm)."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import graph, interleaved_us, rotation_sets  # bench/ is on the path
+from peer import interleaved_calls_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, rel_diff
 from variants import config_dir
 
@@ -57,7 +57,7 @@ def main():
                 h.prepare(M, N, K, inp)
                 calls[k] = lambda i, h=h, sets=sets, inp=inp: h.gemm(sets[i % nsets], M, N, K, inp)
             outs = first_outputs(calls, fp8[0])  # the INT8 sets share the FP8 sets' C
-            us = {k: round(v, 1) for k, v in interleaved_us({k: graph(c, 30) for k, c in calls.items()}, 30, o.rounds).items()}
+            us = {k: round(v, 1) for k, v in interleaved_calls_us(calls, 30, o.rounds).items()}
             rec = {"N": N, "K": K, "M": M, "us": us, "TFLOPS": {k: round(2 * M * N * K / v / 1e6) for k, v in us.items()}}
             variants = [k for k in outs if k.startswith("int8_")]
             if variants:  # 0 where a variant computes the same result

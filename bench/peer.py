@@ -72,6 +72,11 @@ def interleaved_us(graphs, n, rounds):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def interleaved_calls_us(calls, n, rounds):
+    """interleaved_us of a graph of n back-to-back calls per call(i) in calls."""
+    return interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, rounds)
+
+
 def bench(M, N, K, out_dtype, dev):
     nsets = rotation_sets(M, N, K)
     sets = [make_inputs(M, N, K, dev) for _ in range(nsets)]

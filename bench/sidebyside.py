@@ -15,7 +15,7 @@ refuses), native_pdl_us with --pdl, the native kernel, and each output's relativ
 from the native one."""
 import argparse, ctypes, glob, json, os, sys, tempfile, torch
 
-from peer import calls_per_replay, graph, interleaved_us, make_inputs, rotation_sets  # bench/ is on the path
+from peer import calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
 
 
 class Args(ctypes.Structure):
@@ -104,7 +104,7 @@ def point(native, classic, M, N, K, pdl=None):
         calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
     outs = first_outputs(calls, sets[0])
     n = calls_per_replay(calls["native"], nsets)
-    us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 15)
+    us = interleaved_calls_us(calls, n, 15)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
     for name in ("native", "classic", "peer", "native_pdl"):
         if name == "native_pdl" and not pdl:

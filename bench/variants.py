@@ -12,7 +12,7 @@ random order), cuBLASLt's as "peer", each output's relative difference from the 
 "heuristic_instead": the variants the device cannot run, timed as the library's heuristic."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import calls_per_replay, graph, interleaved_us, rotation_sets  # bench/ is on the path
+from peer import calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT")
@@ -78,7 +78,7 @@ def main():
                 calls["peer"] = lambda i: peer(sets[i % nsets])
             outs = first_outputs(calls, sets[0])
             n = calls_per_replay(calls[first], nsets)
-            us = interleaved_us({name: graph(c, n) for name, c in calls.items()}, n, 11)
+            us = interleaved_calls_us(calls, n, 11)
             rec = {"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},
                    "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs if k != first}}
             if fallback:
