@@ -60,6 +60,9 @@ static_assert(NBS <= 3, "at most three weight-scale blocks per tile");
 // partial, or tiles over more than one block, some candidates then spill, so those subtract
 // it from each partial instead (1: no offset carried).
 constexpr int OFFSET_GROUP = DOUBLE && NBS == 1 ? 8 : 1;
+// Where the offset is carried, each partial register array also runs on through two of its K
+// blocks (a chain) before the wgmma starts it from zero again: see partial_f32.
+constexpr bool CHAIN = OFFSET && OFFSET_GROUP > 1;
 static_assert(BM % 64 == 0 && BM <= 128, "one or two m64 consumer slabs");
 static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
 static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
@@ -162,17 +165,24 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr)
 
 // A K block's wgmma partial as a float. An INT8 partial x is a sum of at most 128 products of
 // two 8-bit codes, so |x| <= 2^21. With OFFSET (INT8_CONVERT 1) x is added to the bits of
-// 1.5 * 2^23, a float whose steps are 1, which gives the float 1.5 * 2^23 + x exactly: one
-// integer add instead of the conversion instruction, which runs at a lower rate. The promotion
-// adds that times the scale, and the offset's share of the sums is taken off every
-// OFFSET_GROUP K blocks (take_offset). Until then a sum carries up to OFFSET_GROUP offsets
-// times a scale (1e8 times it: finite for scale products below 3e30), and rounds to a few
-// units of x per K block: what 1 costs in accuracy against 0's exact conversion (BENCHMARKS.md
-// has the measured errors). Where no offset is carried, a float subtraction leaves x exactly.
+// 1.5 * 2^23, a float whose steps are 1, which gives the float 1.5 * 2^23 + x exactly for
+// |x| <= 2^22: no conversion instruction, which runs at a lower rate. The promotion adds that
+// times the scale, and the offset's share of the sums is taken off every OFFSET_GROUP K blocks
+// (take_offset). Until then a sum carries up to OFFSET_GROUP offsets times a scale (1e8 times
+// it: finite for scale products below 3e30), and rounds to a few units of x per K block: what 1
+// costs in accuracy against 0's exact conversion (BENCHMARKS.md has the measured errors).
+// With CHAIN, K blocks i and i + 2 of one partial register array form a chain: promoting i
+// adds the offset's bits into the array in place (O + x_i), i + 2's wgmma adds onto that (O +
+// x_i + x_(i+2), |x_i + x_(i+2)| <= 2^22, still exact), which is read as it is. Promoting i
+// with the scale s_i - s_(i+2) and i + 2 with s_(i+2) adds s_i x_i + s_(i+2) x_(i+2), plus the
+// offset times the scales used: one integer add per element every two K blocks instead of one
+// in each. (Setting the array to the offset before i's wgmma instead measured slower: a wgmma
+// that adds onto its registers costs more than one that starts from zero.) Where no offset
+// is carried, a float subtraction leaves x exactly.
 template <typename T> __device__ __forceinline__ float partial_f32(T x)
 {
-    if constexpr (OFFSET && OFFSET_GROUP > 1)
-        return __int_as_float((int)x + OFFSET_BITS);
+    if constexpr (CHAIN)
+        return __int_as_float((int)x);
     else if constexpr (OFFSET)
         return __int_as_float((int)x + OFFSET_BITS) - OFFSET_F;
     else
@@ -416,17 +426,19 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             struct scales {
                 float a0, a1, b[NBS];
             };
-            auto wait_full = [&](scales &sc) {
-                const u32 ss = base + OFF_S + stage * S_BYTES;
-                mbar_wait(full0 + 8 * stage, phase);
+            auto wait_slot = [&](scales &sc, int st, int ph) {
+                const u32 ss = base + OFF_S + st * S_BYTES;
+                mbar_wait(full0 + 8 * st, ph);
                 sc.a0 = ld_shared_f32(ss + 4 * row), sc.a1 = ld_shared_f32(ss + 4 * (row + 8));
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
                     sc.b[i] = ld_shared_f32(ss + 4 * (BM + i));
             };
+            auto wait_full = [&](scales &sc) { wait_slot(sc, stage, phase); };
             // Issues this stage's K block into P, in this warpgroup's turn; each K step of 32
-            // bytes is 2 in a descriptor's address field.
-            auto issue = [&](acc_t(&P)[FN * 4]) {
+            // bytes is 2 in a descriptor's address field. With CHAIN a K block that does not
+            // start a chain (`start`) adds onto P.
+            auto issue = [&](acc_t(&P)[FN * 4], bool start) {
                 const u64 da = desc_a + stage * (A_BYTES >> 4), db = desc_b + stage * (B_BYTES >> 4);
                 if (NC == 2)
                     named_sync(1 + wg, 256);
@@ -434,7 +446,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < BK / 32; s++)
-                    mma::run(P, da + 2 * s, db + 2 * s, s > 0);
+                    mma::run(P, da + 2 * s, db + 2 * s, (CHAIN && !start) || s > 0);
                 wgmma_commit();
                 if (NC == 2)
                     named_arrive(2 - wg, 256);
@@ -471,16 +483,26 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     off_top[i] = off_bot[i] = 0.f;
                 pending = 0;
             };
-            // sum += P * As[row, kb] * Bs[the column's block, kb] (with OFFSET, P plus the offset).
-            auto promote = [&](acc_t(&P)[FN * 4], const scales &sc) {
+            // sum += P * As[row, kb] * Bs[the column's block, kb] (with OFFSET, P plus the offset);
+            // with `after`, the scales of the chain's next K block, times the difference. With
+            // `first`, the first K block of a chain, the offset is added into P.
+            auto promote = [&](acc_t(&P)[FN * 4], const scales &sc, const scales *after, bool first) {
                 float top_s[NBS], bot_s[NBS];
 #pragma unroll
-                for (int i = 0; i < NBS; i++)
+                for (int i = 0; i < NBS; i++) {
                     top_s[i] = sc.a0 * sc.b[i], bot_s[i] = sc.a1 * sc.b[i];
+                    if (CHAIN && after)
+                        top_s[i] = fmaf(-after->a0, after->b[i], top_s[i]),
+                        bot_s[i] = fmaf(-after->a1, after->b[i], bot_s[i]);
+                }
 #pragma unroll
                 for (int j = 0; j < FN; j++) {
                     const int w = (int)(which >> (2 * j)) & 3;
                     const float top = pick(top_s, w), bot = pick(bot_s, w);
+                    if (CHAIN && first)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            P[j * 4 + i] += OFFSET_BITS;
                     sum[j * 4 + 0] += partial_f32(P[j * 4 + 0]) * top;
                     sum[j * 4 + 1] += partial_f32(P[j * 4 + 1]) * top;
                     sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
@@ -498,22 +520,35 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             const int nk = kb1 - kb0; // this CTA's K blocks of the tile
             scales prev, next; // the scales of the oldest K block in flight, and of the next one
             int prev_stage = stage;
-            // Waits for the oldest wgmma group in flight (the only one if last), frees its slot
-            // and promotes its partial.
-            auto finish = [&](acc_t(&P)[FN * 4], bool last) {
+            // Waits for the oldest wgmma group in flight, the tile's kb-th K block (the only one
+            // in flight if last), frees its slot and promotes its partial. `first`: whether the
+            // K block is the first of its chain ((kb & 2) == 0), as a constant where the lambda
+            // is inlined: otherwise ptxas, seeing P's registers written on one path only, waits
+            // for the wgmma in flight (its note C7517). A chain's first K block needs the scales
+            // of the second, two slots on from it: that slot's full barrier is waited for here,
+            // one K block early.
+            auto finish = [&](acc_t(&P)[FN * 4], int kb, bool first, bool last) {
                 if (last)
                     wgmma_wait<0>();
                 else
                     wgmma_wait<1>();
                 pin(P);
                 release(prev_stage);
-                promote(P, prev);
+                if (CHAIN && first && kb + 2 < nk) {
+                    scales after;
+                    const bool wrap = stage + 1 == STAGES; // `stage` holds K block kb + 1
+                    wait_slot(after, wrap ? 0 : stage + 1, wrap ? phase ^ 1 : phase);
+                    promote(P, prev, &after, true);
+                } else {
+                    promote(P, prev, nullptr, first);
+                }
             };
-            // Issues the next K block into P while the one before it, in Q, is finished.
-            auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4]) {
+            // Issues the tile's kb-th K block into P while the one before it, in Q, is finished
+            // (`start` as in issue, `first` as in finish, for kb - 1).
+            auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4], int kb, bool start, bool first) {
                 wait_full(next);
-                issue(P);
-                finish(Q, false);
+                issue(P, start);
+                finish(Q, kb - 1, first, false);
                 prev = next, prev_stage = stage;
                 advance();
             };
@@ -521,27 +556,40 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 for (int kb = 0; kb < nk; kb++) {
                     wait_full(prev);
                     prev_stage = stage;
-                    issue(part0);
+                    issue(part0, true);
                     advance();
-                    finish(part0, true);
+                    finish(part0, kb, false, true);
                 }
             } else if (nk > 0) {
                 // K block kb is in flight in one partial while kb - 1 is promoted from the
-                // other; unrolled by two so that each partial is a fixed register array.
+                // other; unrolled by two so that each partial is a fixed register array, and by
+                // four with CHAIN so that each K block's place in its chain is a constant.
                 wait_full(prev);
-                issue(part0);
+                issue(part0, true);
                 advance();
-                for (int kb = 1;; kb += 2) {
+                for (int kb = 1;; kb += CHAIN ? 4 : 2) {
                     if (kb == nk) {
-                        finish(part0, true);
+                        finish(part0, kb - 1, true, true);
                         break;
                     }
-                    step(part0, part1);
+                    step(part0, part1, kb, true, true);
                     if (kb + 1 == nk) {
-                        finish(part1, true);
+                        finish(part1, kb, true, true);
                         break;
                     }
-                    step(part1, part0);
+                    step(part1, part0, kb + 1, false, true);
+                    if constexpr (CHAIN) {
+                        if (kb + 2 == nk) {
+                            finish(part0, kb + 1, false, true);
+                            break;
+                        }
+                        step(part0, part1, kb + 2, false, false);
+                        if (kb + 3 == nk) {
+                            finish(part1, kb + 2, false, true);
+                            break;
+                        }
+                        step(part1, part0, kb + 3, true, false);
+                    }
                 }
             }
             if (OFFSET && pending > 0)

@@ -105,10 +105,12 @@ TEST(gpu_reference_matches_cpu_float64)
 
 /* Compiles cands for variant v and verifies each at every (shape, M): fresh random inputs per
  * (shape, M), output poisoned before each run, relative error under the output's tolerance,
- * no unwritten element, no byte written past C. */
+ * no unwritten element, no byte written past C. A nonzero `extreme` then sets every code of A
+ * to its low byte and every code of B to its high byte (the scales stay random): the largest
+ * K-block sums an 8-bit type allows. */
 static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *cands, size_t n,
                        const bt_variant *v, const long (*shapes)[2], int nshapes, const long *Ms, int nM,
-                       int *runs)
+                       unsigned extreme, int *runs)
 {
     bt_err err = {{0}};
     bt_jit_job *jobs = bt_xcalloc(n, sizeof *jobs);
@@ -147,6 +149,8 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
             }
             if (fx->g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
                 bt_problem_fill(&fx->g, &p, v, (unsigned long long)(s * 100 + mi + 7 * n), &err) ||
+                (extreme && (fx->g.cu.cuMemsetD8(p.args.A, extreme & 0xff, p.a_bytes) != CUDA_SUCCESS ||
+                             fx->g.cu.cuMemsetD8(p.args.B, extreme >> 8, p.b_bytes) != CUDA_SUCCESS)) ||
                 bt_reference(&fx->g, &p, v, ref, &err)) {
                 bt_check_fail(t, __FILE__, __LINE__, "problem setup: %s", err.msg);
             } else {
@@ -227,7 +231,7 @@ TEST(gpu_small_space_every_candidate_verified)
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {
             bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
-            verify_set(t, &fx, &bt_family_classic, c, n, &v, issue_shapes, 3, issue_Ms, 4, &runs);
+            verify_set(t, &fx, &bt_family_classic, c, n, &v, issue_shapes, 3, issue_Ms, 4, 0, &runs);
         }
     printf("    %zu candidates, %d verified runs\n", n, runs);
     free(c);
@@ -256,7 +260,7 @@ TEST(gpu_default_space_sample_verified)
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {
             bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
-            verify_set(t, &fx, &bt_family_classic, c, take, &v, shapes, 2, Ms, 2, &runs);
+            verify_set(t, &fx, &bt_family_classic, c, take, &v, shapes, 2, Ms, 2, 0, &runs);
         }
     printf("    %zu sampled of %zu runnable, %d verified runs\n", take, n, runs);
     free(c);
@@ -322,13 +326,19 @@ TEST(gpu_native_space_verified)
                 }
             }
             free(fit);
-            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, &runs);
+            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, &runs);
             /* K blocks: 13 (an odd count for the two in-flight partials, and for the offset sums
              * of INT8_CONVERT 1), 4 with a partial last one, 1 */
             if (all || in == BT_IN_INT8)
-                verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, &runs);
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, 0, &runs);
+            /* INT8 partials at their extremes, +2^21 (-128 x -128) and -128 x 127 x 128: two of
+             * them summed are still exact on the offset (see native.cuh, partial_f32) */
+            if (in == BT_IN_INT8)
+                for (int e = 0; e < 2; e++)
+                    verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4,
+                               e ? 0x7f80u : 0x8080u, &runs);
             if (all) /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
-                verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, &runs);
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, 0, &runs);
             free(sub);
         }
     printf("    %zu native candidates, %d verified runs\n", n, runs);
