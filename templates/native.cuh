@@ -505,7 +505,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
                     sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
                 }
-                if constexpr (OFFSET && OFFSET_GROUP > 1) {
+                if constexpr (CHAIN) {
 #pragma unroll
                     for (int i = 0; i < NBS; i++)
                         off_top[i] += top_s[i], off_bot[i] += bot_s[i];
@@ -515,7 +515,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             };
 
             const int nk = kb1 - kb0; // this CTA's K blocks of the tile
-            scales prev, next; // the scales of the oldest K block in flight, and of the next one
+            // The scales of the oldest K block in flight, of the next one, and (CHAIN) of the
+            // second K block of the chain whose first one was promoted last.
+            scales prev, next, after;
             int prev_stage = stage;
             // Waits for the oldest wgmma group in flight, the tile's kb-th K block (the only one
             // in flight if last), frees its slot and promotes its partial. `first`: whether the
@@ -523,7 +525,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             // is inlined: otherwise ptxas, seeing P's registers written on one path only, waits
             // for the wgmma in flight (its note C7517). A chain's first K block needs the scales
             // of the second, two slots on from it: that slot's full barrier is waited for here,
-            // one K block early.
+            // one K block early, and its scales are kept in `after` for the second's issue.
             auto finish = [&](acc_t(&P)[FN * 4], int kb, bool first, bool last) {
                 if (last)
                     wgmma_wait<0>();
@@ -532,7 +534,6 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 pin(P);
                 release(prev_stage);
                 if (CHAIN && first && kb + 2 < nk) {
-                    scales after;
                     const bool wrap = stage + 1 == STAGES; // `stage` holds K block kb + 1
                     wait_slot(after, wrap ? 0 : stage + 1, wrap ? phase ^ 1 : phase);
                     promote(P, prev, &after, true);
@@ -541,9 +542,13 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 }
             };
             // Issues the tile's kb-th K block into P while the one before it, in Q, is finished
-            // (`start` as in issue, `first` as in finish, for kb - 1).
+            // (`start` as in issue, `first` as in finish, for kb - 1). The second K block of a
+            // chain was waited for when its first one was promoted.
             auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4], int kb, bool start, bool first) {
-                wait_full(next);
+                if (CHAIN && !start)
+                    next = after;
+                else
+                    wait_full(next);
                 issue(P, start);
                 finish(Q, kb - 1, first, false);
                 prev = next, prev_stage = stage;
@@ -589,7 +594,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                     }
                 }
             }
-            if (OFFSET && pending > 0)
+            if (CHAIN && pending > 0)
                 take_offset();
             if (SPLIT > 1) {
                 // Slot krank - 1 of the first CTA holds this CTA's partial tile, thread-major so
