@@ -204,13 +204,16 @@ TEST(jit_native_candidates_compile_clean)
     static const bt_variant vars[] = {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, {BT_IN_INT8, BT_OUT_F32, 128, 128},
                                       {BT_IN_INT8, BT_OUT_F32, 128, 128}};
     enum { NC = sizeof cands / sizeof cands[0], NV = sizeof vars / sizeof vars[0] };
+    const int cvt = bt_family_param_index(&bt_family_native, "INT8_CONVERT");
+    CHECK(cvt >= 0);
     bt_jit_job jobs[NC * NV];
     memset(jobs, 0, sizeof jobs);
     for (int v = 0; v < NV; v++)
         for (int c = 0; c < NC; c++) {
             bt_cand cand = {{0}};
             memcpy(cand.v, cands[c], sizeof cands[c]);
-            cand.v[6] = v == 2;
+            if (cvt >= 0)
+                cand.v[cvt] = v == 2;
             jobs[v * NC + c].source = bt_jit_source(&bt_family_native, &cand, &vars[v], NULL);
         }
     CHECK_EQ(run1(j, jobs, NC * NV, 2), 0);
