@@ -63,9 +63,9 @@ BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm) { return bm / 64 == 2 ? 224 : 232;
 /* A consumer thread holds BN / 2 fp32 of running sum and BN / 2 of K-block partial, and a
  * second partial, so the next K block's wgmma runs while this one is promoted, where the
  * registers allow it. Beyond the accumulators: addresses, scales and counters, and with one
- * partial the epilogue's temporaries too (with fp32 outputs ptxas spills above these counts;
- * 16-bit outputs fit one partial up to 208 columns, but 176-208 ran at 0.69-0.81x of 128 x 128
- * tiles on the H100: one partial costs more than the wider tile saves, BENCHMARKS.md). */
+ * partial the epilogue's temporaries too. The counts keep every output type from spilling;
+ * with 16-bit outputs one partial fits up to 208 columns, but 176-208 ran at 0.69-0.81x of
+ * 128 x 128 tiles on the H100: one partial costs more than the wider tile saves. */
 BT_NLAYOUT_FN int bt_nv_double_partial(int bm, int bn) { return 3 * bn / 2 + 32 <= bt_nv_consumer_regs(bm); }
 BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn)
 {
