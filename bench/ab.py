@@ -7,6 +7,7 @@ Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
     git stash && make BUILD=build/before build/before/libblocktune.so && git stash pop && make
     python3 bench/ab.py --lib before=build/before/libblocktune.so --lib after=build/libblocktune.so \\
         --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR] [--no-peer] [--pdl]
+        [--rest MS]
 
 A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
 cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
@@ -41,6 +42,8 @@ def main():
                          "while the one before it finishes")
     ap.add_argument("--per-tensor", action="store_true", help="also time cuBLASLt's per-tensor FP8 GEMM")
     ap.add_argument("--summary", action="store_true", help="end with each one's geomean TFLOPS")
+    ap.add_argument("--rest", type=float, default=0, metavar="MS",
+                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
     o = ap.parse_args()
     libs = dict(s.split("=", 1) for s in o.lib)
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
@@ -60,7 +63,7 @@ def main():
             calls["peer_tensor"] = lambda i: peer_per_tensor(sets[i % nsets])
         outs = first_outputs(calls, sets[0])
         n = calls_per_replay(calls[names[0]], nsets)
-        us = interleaved_calls_us(calls, n, o.rounds)
+        us = interleaved_calls_us(calls, n, o.rounds, o.rest)
         res = {"N": N, "K": K, "M": M, "kernel": kernel, "calls_per_replay": n}
         for k, v in us.items():
             res[k] = round(v, 2)

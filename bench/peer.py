@@ -5,7 +5,7 @@ rotating over input copies totalling >= 4x L2, one warm-up replay, median of 10 
 Usage: python3 bench/peer.py --shapes 7168x2304,576x7168 --ms 1,16,64 [--out-dtype bfloat16] [--check]
 Prints one JSON line per (N, K, M): {"N":..,"K":..,"M":..,"us":..} or {"error": ...}; --check
 adds "rel_err", the output's error against a float64 reference."""
-import argparse, json, math, random, statistics, torch
+import argparse, json, math, random, statistics, time, torch
 
 
 def make_inputs(M, N, K, dev):
@@ -57,24 +57,28 @@ def calls_per_replay(call, nsets):
     return max(nsets, min(400, math.ceil(2000 / max(est, 0.5))))
 
 
-def interleaved_us(graphs, n, rounds):
+def interleaved_us(graphs, n, rounds, rest_ms=0):
     """Median microseconds per call of each graph (n calls each) over `rounds` rounds, every
     round replaying all of them in a new random order (seeded), so that none always runs first
     or always right after the same one (a rotation keeps who follows whom: an INT8 build that
-    always came right after the FP8 kernel took up to 9% more time than in random order)."""
+    always came right after the FP8 kernel took up to 9% more time than in random order).
+    rest_ms > 0 idles the GPU that long before every replay, so each one starts below the
+    board's power limit (the tuner's --rest): back to back, large-M GEMMs run into the limit."""
     names, times = list(graphs), {k: [] for k in graphs}
     rng = random.Random(len(names) * 1000 + rounds)
     for _ in range(rounds):
         order = names[:]
         rng.shuffle(order)
         for k in order:
+            if rest_ms > 0:
+                time.sleep(rest_ms / 1000)
             times[k].append(replay_us(graphs[k], n))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def interleaved_calls_us(calls, n, rounds):
+def interleaved_calls_us(calls, n, rounds, rest_ms=0):
     """interleaved_us of a graph of n back-to-back calls per call(i) in calls."""
-    return interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, rounds)
+    return interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, rounds, rest_ms)
 
 
 def bench(M, N, K, out_dtype, dev):

@@ -9,7 +9,7 @@ With --pdl a fourth graph runs the native kernels with programmatic dependent la
 (blocktune_options.pdl): each call is set up while the call before it finishes.
 
 Usage: python3 bench/sidebyside.py --configs configs --shapes 7168x2304,576x7168 --ms 16,4096
-       [--cache DIR] [--pdl]
+       [--cache DIR] [--pdl] [--rest MS]
 Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where cuBLASLt
 refuses), native_pdl_us with --pdl, the native kernel, and each output's relative difference
 from the native one."""
@@ -97,7 +97,7 @@ def first_outputs(calls, s):
     return outs
 
 
-def point(native, classic, M, N, K, pdl=None):
+def point(native, classic, M, N, K, pdl=None, rest_ms=0):
     nsets = rotation_sets(M, N, K)
     sets = [inputs(M, N, K) for _ in range(nsets)]
     kernel = native.prepare(M, N, K)
@@ -110,7 +110,7 @@ def point(native, classic, M, N, K, pdl=None):
         calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
     outs = first_outputs(calls, sets[0])
     n = calls_per_replay(calls["native"], nsets)
-    us = interleaved_calls_us(calls, n, 15)
+    us = interleaved_calls_us(calls, n, 15, rest_ms)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
     for name in ("native", "classic", "peer", "native_pdl"):
         if name == "native_pdl" and not pdl:
@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--ms", required=True)
     ap.add_argument("--pdl", action="store_true",
                     help="also time the native graph with programmatic dependent launch (native_pdl_us)")
+    ap.add_argument("--rest", type=float, default=0, metavar="MS",
+                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
     o = ap.parse_args()
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()  # the primary context is now current for the library
@@ -146,7 +148,7 @@ def main():
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
         for M in map(int, o.ms.split(",")):
-            print(json.dumps(point(native, classic, M, N, K, pdl)), flush=True)
+            print(json.dumps(point(native, classic, M, N, K, pdl, o.rest)), flush=True)
             torch.cuda.empty_cache()
 
 

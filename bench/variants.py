@@ -3,7 +3,7 @@ cuBLASLt's block-scaled GEMM (the method of sidebyside.py): for questions such a
 beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
 
 Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
-           --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs]
+           --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs] [--rest MS]
 A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K (and
 optionally INT8_CONVERT), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
+    ap.add_argument("--rest", type=float, default=0, metavar="MS",
+                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
     torch.zeros(1, device="cuda")
@@ -78,7 +80,7 @@ def main():
                 calls["peer"] = lambda i: peer(sets[i % nsets])
             outs = first_outputs(calls, sets[0])
             n = calls_per_replay(calls[first], nsets)
-            us = interleaved_calls_us(calls, n, 11)
+            us = interleaved_calls_us(calls, n, 11, o.rest)
             rec = {"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},
                    "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs if k != first}}
             if fallback:
