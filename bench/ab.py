@@ -25,7 +25,7 @@ only) and beside cuBLASLt with and without block scales:
         --points 24576x7168x2048,... --per-tensor --summary"""
 import argparse, ctypes, json, math, tempfile, torch
 
-from peer import calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, peer_per_tensor, rel_diff
 
 
@@ -42,8 +42,7 @@ def main():
                          "while the one before it finishes")
     ap.add_argument("--per-tensor", action="store_true", help="also time cuBLASLt's per-tensor FP8 GEMM")
     ap.add_argument("--summary", action="store_true", help="end with each one's geomean TFLOPS")
-    ap.add_argument("--rest", type=float, default=0, metavar="MS",
-                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
+    add_rest_arg(ap)
     o = ap.parse_args()
     libs = dict(s.split("=", 1) for s in o.lib)
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]

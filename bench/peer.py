@@ -76,6 +76,17 @@ def interleaved_us(graphs, n, rounds, rest_ms=0):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def add_rest_arg(ap):
+    """--rest MS for the scripts that time through interleaved_us (a negative value is a usage error)."""
+    def ms(v):
+        x = float(v)
+        if x < 0:
+            raise argparse.ArgumentTypeError(f"{v}: milliseconds, 0 or more")
+        return x
+    ap.add_argument("--rest", type=ms, default=0, metavar="MS",
+                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
+
+
 def interleaved_calls_us(calls, n, rounds, rest_ms=0):
     """interleaved_us of a graph of n back-to-back calls per call(i) in calls."""
     return interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, rounds, rest_ms)

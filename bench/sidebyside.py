@@ -15,7 +15,7 @@ refuses), native_pdl_us with --pdl, the native kernel, and each output's relativ
 from the native one."""
 import argparse, ctypes, glob, json, os, sys, tempfile, torch
 
-from peer import calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
 
 
 class Args(ctypes.Structure):
@@ -130,8 +130,7 @@ def main():
     ap.add_argument("--ms", required=True)
     ap.add_argument("--pdl", action="store_true",
                     help="also time the native graph with programmatic dependent launch (native_pdl_us)")
-    ap.add_argument("--rest", type=float, default=0, metavar="MS",
-                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
+    add_rest_arg(ap)
     o = ap.parse_args()
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()  # the primary context is now current for the library

@@ -12,7 +12,7 @@ random order), cuBLASLt's as "peer", each output's relative difference from the 
 "heuristic_instead": the variants the device cannot run, timed as the library's heuristic."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT")
@@ -41,8 +41,7 @@ def main():
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
-    ap.add_argument("--rest", type=float, default=0, metavar="MS",
-                    help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
+    add_rest_arg(ap)
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
     torch.zeros(1, device="cuda")
