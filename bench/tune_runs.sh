@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: the tuning runs behind configs/ and BENCHMARKS.md. Each run's output goes
 # to $OUT/<name>.log and its configs to $OUT/configs.tar.
-# Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | native-tp8 | native:N:K | native-focus:N:K
+# Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | full7:N:K | native-tp8 | native:N:K | native-focus:N:K
+# (full7:N:K: SGLang's full classic space at the side by side's 7 batch sizes, 85-160 s a shape on
+# an H100 once its 992 kernels are compiled, about 60 s on 16 cores; the classic configs shipped.)
 # (native-tp8 with the native space, 546 candidates runnable for FP8, takes about 10 minutes on an H100; native:N:K
 # tunes one shape into the same directory, so the 13 shapes can be split across calls.)
 set -u
@@ -16,12 +18,16 @@ for run in "$@"; do
     case $kind in
     tp8-small) build/tune --tp-size 8 --space search_spaces/small.yaml --out-dir /tmp/configs --cache-dir $cache --resume ;;
     default) build/tune --N "$N" --K "$K" --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    full7) build/tune --N "$N" --K "$K" --space search_spaces/default.yaml --batch-sizes 1,16,64,128,512,2048,4096 \
+               --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native) build/tune --family native --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-focus) build/tune --family native --space bench/spaces/native_large_m.yaml --N "$N" --K "$K" \
                       --out-dtype bfloat16 --out-dir /tmp/native-focus --cache-dir $cache --top 30 ;;
     esac > "$log" 2>&1
     echo "== $run: exit $? in $(( $(date +%s) - start )) s"
+    # After every run, so that a call cut off at its time limit keeps what it wrote (and
+    # in a tar: the device tool does not bring back names with commas and spaces).
+    tar -C /tmp -cf "$out/configs.tar" configs
     grep -vE "skipped \(|^\[" "$log" | tail -n 60
 done
-tar -C /tmp -cf "$out/configs.tar" configs
