@@ -1,5 +1,6 @@
 // The classic W8A8 block-scaled GEMM: C[M,N] = (A[M,K] * As) . (B[N,K] * Bs)^T, with the
-// meaning SGLang's Triton kernel gives its six tuning keys, so a config fast here is fast there.
+// meaning SGLang's Triton kernel gives its six tuning keys, so that its configs serve that
+// kernel (how well they carry over is measured: bench/triton_configs.py, BENCHMARKS.md).
 //
 // One thread block computes a BT_BM x BT_BN tile of C, walking K in steps of BT_BK through a
 // BT_STAGES-deep cp.async shared-memory pipeline with 32 * BT_WARPS threads; tiles are ordered
@@ -55,35 +56,94 @@ struct Problem {
     int ksc; // scale columns: ceil(K / QBK)
 };
 
-// Issues the cp.async copies of K step kt into stage slot `slot`.
-__device__ __forceinline__ void load_stage(const Problem &p, u32 smem, int slot, int kt, int m0, int n0)
+// This thread's cp.async copies, planned once per tile. Thread t copies 16-byte chunk column
+// t % CH of tile rows t / CH + j * RSTEP (j < NA for A, < NB for B); from one K step to the
+// next only the K offset moves, so the K loop adds it to a fixed plan instead of recomputing
+// rows, row checks and swizzles per chunk (which had the port issue about twice the
+// instructions of Triton's build of the same kernel).
+struct Loader {
+    static constexpr int CH = BK / 16, RSTEP = THREADS / CH;
+    static constexpr int NA = (BM + RSTEP - 1) / RSTEP, NB = (BN + RSTEP - 1) / RSTEP;
+    static constexpr int NSA = (BM + THREADS - 1) / THREADS; // activation-scale rows per thread
+    // RSTEP rows are a multiple of 1024 bytes, which leaves the address bits the swizzle reads
+    // ([7,10)) alone: chunk j's swizzled offset is chunk 0's plus j * RSTEP rows.
+    static_assert(THREADS % CH == 0 && (RSTEP * BK) % 1024 == 0, "chunk plan");
+    const u8 *a, *b;            // chunk 0's row of A and of B at K step 0
+    const float *as, *bs;       // this thread's first activation-scale row and weight-scale block
+    long step;                  // RSTEP rows of A or B, in bytes
+    u32 a_rows, b_rows;         // bit j: chunk j's row is in the tile; bit 16 + j: and in the matrix
+    u32 as_rows;                // bit q: scale row tid + q * THREADS is in the tile; bit 16 + q: and in M
+    u32 soff;                   // chunk 0's swizzled offset in a stage's A or B tile
+    int c16;
+    bool bs_ok;
+
+    __device__ __forceinline__ Loader(const Problem &p, int m0, int n0)
+    {
+        const int tid = threadIdx.x, r0 = tid / CH;
+        c16 = tid % CH * 16;
+        soff = swizzle<BK>(r0 * BK + c16);
+        a = p.A + (long)(m0 + r0) * p.K + c16, b = p.B + (long)(n0 + r0) * p.K + c16;
+        step = (long)RSTEP * p.K;
+        a_rows = b_rows = as_rows = 0;
+#pragma unroll
+        for (int j = 0; j < NA; j++) {
+            const int r = r0 + j * RSTEP;
+            a_rows |= (u32)(r < BM) << j | (u32)(r < BM && m0 + r < p.M) << (16 + j);
+        }
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            const int r = r0 + j * RSTEP;
+            b_rows |= (u32)(r < BN) << j | (u32)(r < BN && n0 + r < p.N) << (16 + j);
+        }
+        as = p.As + (long)(m0 + tid) * p.ksc;
+#pragma unroll
+        for (int q = 0; q < NSA; q++) {
+            const int r = tid + q * THREADS;
+            as_rows |= (u32)(r < BM) << q | (u32)(r < BM && m0 + r < p.M) << (16 + q);
+        }
+        const int nb = n0 / QBN + tid;
+        bs_ok = nb < (p.N + QBN - 1) / QBN;
+        bs = p.Bs + (long)(bs_ok ? nb : 0) * p.ksc;
+    }
+
+    // Issues the copies of K step kt into stage slot `slot`. Rows past M or N and chunks past K
+    // are zero-filled (source size 0, read from the tensor's start).
+    __device__ __forceinline__ void stage(const Problem &p, u32 smem, int slot, int kt) const
+    {
+        const int k0 = kt * BK;
+        const bool k_ok = k0 + c16 < p.K;
+        const u32 sa = smem + OFF_A + slot * BM * BK + soff, sb = smem + OFF_B + slot * BN * BK + soff;
+#pragma unroll
+        for (int j = 0; j < NA; j++)
+            if (BM % RSTEP == 0 || (a_rows >> j & 1)) {
+                const bool ok = k_ok && (a_rows >> (16 + j) & 1);
+                cp_async16(sa + j * RSTEP * BK, ok ? a + j * step + k0 : p.A, ok);
+            }
+#pragma unroll
+        for (int j = 0; j < NB; j++)
+            if (BN % RSTEP == 0 || (b_rows >> j & 1)) {
+                const bool ok = k_ok && (b_rows >> (16 + j) & 1);
+                cp_async16(sb + j * RSTEP * BK, ok ? b + j * step + k0 : p.B, ok);
+            }
+        const int kb = k0 / QBK, tid = threadIdx.x;
+#pragma unroll
+        for (int q = 0; q < NSA; q++)
+            if (as_rows >> q & 1) {
+                const bool ok = as_rows >> (16 + q) & 1;
+                cp_async4(smem + OFF_AS + (slot * BM + tid + q * THREADS) * 4,
+                          ok ? as + (long)q * THREADS * p.ksc + kb : p.As, ok);
+            }
+        if (tid < NBS)
+            cp_async4(smem + OFF_BS + (slot * NBS + tid) * 4, bs + kb, bs_ok);
+    }
+};
+
+// A stage's weight-scale index for the 8 tile columns from c (a multiple of 8; QBN % 8 == 0
+// keeps them in one block). Where BN is a multiple of QBN every tile starts on a block, and the
+// index follows from c alone: the same for the whole warp, one shared load per block.
+__device__ __forceinline__ int bscale_index(int n0, int c)
 {
-    constexpr int CH = BK / 16; // 16-byte chunks per row
-    const int tid = threadIdx.x;
-    const int k0 = kt * BK;
-    const u32 sa = smem + OFF_A + slot * BM * BK, sb = smem + OFF_B + slot * BN * BK;
-#pragma unroll
-    for (int i = tid; i < BM * CH; i += THREADS) {
-        int r = i / CH, c = i % CH;
-        bool ok = m0 + r < p.M && k0 + c * 16 < p.K;
-        cp_async16(sa + swizzle<BK>(r * BK + c * 16), ok ? p.A + (long)(m0 + r) * p.K + k0 + c * 16 : p.A, ok);
-    }
-#pragma unroll
-    for (int i = tid; i < BN * CH; i += THREADS) {
-        int r = i / CH, c = i % CH;
-        bool ok = n0 + r < p.N && k0 + c * 16 < p.K;
-        cp_async16(sb + swizzle<BK>(r * BK + c * 16), ok ? p.B + (long)(n0 + r) * p.K + k0 + c * 16 : p.B, ok);
-    }
-    const int kb = k0 / QBK;
-    for (int i = tid; i < BM; i += THREADS) {
-        bool ok = m0 + i < p.M;
-        cp_async4(smem + OFF_AS + (slot * BM + i) * 4, ok ? p.As + (long)(m0 + i) * p.ksc + kb : p.As, ok);
-    }
-    const int nb0 = n0 / QBN, nblocks = (p.N + QBN - 1) / QBN;
-    for (int i = tid; i < NBS; i += THREADS) {
-        bool ok = nb0 + i < nblocks;
-        cp_async4(smem + OFF_BS + (slot * NBS + i) * 4, ok ? p.Bs + (long)(nb0 + i) * p.ksc + kb : p.Bs, ok);
-    }
+    return BN % QBN == 0 ? c / QBN : (n0 % QBN + c) / QBN;
 }
 
 // Per-thread accumulators and the math of one K step. Fragment (f, j, e) of a thread is the
@@ -166,8 +226,7 @@ template <int TBM, int TBN> struct Math<false, TBM, TBN> {
             float sa[2] = {as[row(f, 0)], as[row(f, 2)]};
 #pragma unroll
             for (int j = 0; j < FN; j++) {
-                    // A thread's two columns of a fragment are in one quantization block (QBN % 8 == 0).
-                const float sb = bs[(n0 % QBN + col(j, 0)) / QBN];
+                const float sb = bs[bscale_index(n0, wn * TN + j * 8)];
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     sum[f][j][e] += (float)part[f][j][e] * (sa[e / 2] * sb);
@@ -262,7 +321,7 @@ template <int TBM, int TBN> struct Math<true, TBM, TBN> {
             float sa2[2] = {as[row(f, 0)], as[row(f, 2)]};
 #pragma unroll
             for (int j = 0; j < FN; j++) {
-                const float sb = bs[(n0 % QBN + col(j, 0)) / QBN];
+                const float sb = bs[bscale_index(n0, n_off + j * 8)];
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     sum[f][j][e] += (float)part[f][j * 4 + e] * (sa2[e / 2] * sb);
@@ -303,9 +362,10 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
 
     typedef Math<WGMMA, BM, BN> math_t;
     math_t math;
+    const Loader load(p, m0, n0);
     if (STAGES == 1) {
         for (int kt = 0; kt < ktiles; kt++) {
-            load_stage(p, smem, 0, kt, m0, n0);
+            load.stage(p, smem, 0, kt);
             cp_async_commit();
             cp_async_wait<0>();
             if (WGMMA)
@@ -318,7 +378,7 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
 #pragma unroll
         for (int s = 0; s < STAGES - 1; s++) {
             if (s < ktiles)
-                load_stage(p, smem, s, s, m0, n0);
+                load.stage(p, smem, s, s);
             cp_async_commit();
         }
         for (int kt = 0; kt < ktiles; kt++) {
@@ -331,7 +391,7 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
             __syncthreads();
             int next = kt + STAGES - 1;
             if (next < ktiles)
-                load_stage(p, smem, next % STAGES, next, m0, n0);
+                load.stage(p, smem, next % STAGES, next);
             cp_async_commit();
             math.step(base, smem, kt % STAGES, n0);
         }
