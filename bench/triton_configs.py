@@ -21,7 +21,7 @@ import argparse, glob, json, math, os, torch
 import triton
 import triton.language as tl
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
 
 QB = 128  # quantization block along N and K
 SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
@@ -72,13 +72,9 @@ def run(cfg, a, b, sa, sb, c):
 
 
 def inputs(M, N, K, dev):
-    """FP8 codes (N(0,1) scaled to a quarter of e4m3's range) and positive block scales."""
-    ks = math.ceil(K / QB)
-    a = (torch.randn(M, K, device=dev) * 112).clamp(-448, 448).to(torch.float8_e4m3fn)
-    b = (torch.randn(N, K, device=dev) * 112).clamp(-448, 448).to(torch.float8_e4m3fn)
-    sa = torch.rand(M, ks, device=dev) * 1e-2 + 1e-3
-    sb = torch.rand(math.ceil(N / QB), ks, device=dev) * 1e-3 + 1e-4
-    return a, b, sa, sb
+    """peer.py's codes and scales, the scales row-major: (M, K / 128) and (N / 128, K / 128)."""
+    a, b, sa, sb = make_inputs(M, N, K, dev)
+    return a, b, sa.contiguous(), sb.t().contiguous()
 
 
 def rel_err(c, a, b, sa, sb):
@@ -100,27 +96,43 @@ def config_for(directory, N, K, M, device):
     return table[min(table, key=lambda x: abs(int(x) - M))]
 
 
+def pair(v):
+    """NAME=VALUE from the command line (a usage error otherwise)."""
+    name, sep, rest = v.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"{v}: NAME=VALUE")
+    return name, rest
+
+
+def restage(v):
+    """NAME=S, S a stage count."""
+    name, st = pair(v)
+    if not st.isdigit() or int(st) < 1:
+        raise argparse.ArgumentTypeError(f"{v}: NAME=S, S a stage count")
+    return name, int(st)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", action="append", required=True, metavar="NAME=DIR", help="a config directory")
+    ap.add_argument("--dir", action="append", required=True, type=pair, metavar="NAME=DIR",
+                    help="a config directory")
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)
-    ap.add_argument("--restage", action="append", default=[], metavar="NAME=S",
+    ap.add_argument("--restage", action="append", default=[], type=restage, metavar="NAME=S",
                     help="also NAME's config with num_stages S")
     ap.add_argument("--rounds", type=int, default=15)
     add_rest_arg(ap)
     o = ap.parse_args()
-    dirs = dict(d.split("=", 1) for d in o.dir)
+    dirs = dict(o.dir)
     dev = torch.device("cuda")
     device = torch.cuda.get_device_name().replace(" ", "_")
     for shape in o.shapes.split(","):
         N, K = (int(x) for x in shape.split("x"))
         for M in (int(x) for x in o.ms.split(",")):
             cfgs = {name: config_for(d, N, K, M, device) for name, d in dirs.items()}
-            for r in o.restage:
-                name, st = r.split("=")
+            for name, st in o.restage:
                 if cfgs.get(name):
-                    cfgs[f"{name}/s{st}"] = {**cfgs[name], "num_stages": int(st)}
+                    cfgs[f"{name}/s{st}"] = {**cfgs[name], "num_stages": st}
             cfgs["default"] = SGLANG_DEFAULT
             cfgs = {k: v for k, v in cfgs.items() if v is not None}
             distinct = []  # each distinct config is timed once
