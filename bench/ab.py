@@ -25,13 +25,13 @@ only) and beside cuBLASLt with and without block scales:
         --points 24576x7168x2048,... --per-tensor --summary"""
 import argparse, ctypes, json, math, tempfile, torch
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, peer_per_tensor, rel_diff
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lib", action="append", required=True, help="NAME=PATH of a libblocktune.so")
+    ap.add_argument("--lib", action="append", required=True, type=name_value, help="NAME=PATH of a libblocktune.so")
     ap.add_argument("--points", required=True, help="comma-separated NxKxM")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--configs", default="configs")
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--summary", action="store_true", help="end with each one's geomean TFLOPS")
     add_rest_arg(ap)
     o = ap.parse_args()
-    libs = dict(s.split("=", 1) for s in o.lib)
+    libs = dict(o.lib)
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
     torch.zeros(1, device="cuda")
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-ab-")

@@ -13,7 +13,7 @@ Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant l
 variant's output is from the INT8 one (relative Frobenius norm)."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, rel_diff
 from variants import config_dir
 
@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--variant-lib", help="comma-separated libraries to time INT8 through as well")
     ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--int8-variant", action="append", default=[],
+    ap.add_argument("--int8-variant", action="append", default=[], type=name_value,
                     help="NAME=CONFIG: INT8 once more under another config (e.g. with INT8_CONVERT 1)")
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
@@ -38,8 +38,7 @@ def main():
     dirs = {}
     for path in o.variant_lib.split(",") if o.variant_lib else []:
         kernels["int8_" + os.path.basename(os.path.dirname(os.path.abspath(path)))] = (path, 1)
-    for v in o.int8_variant:
-        name, values = v.split("=", 1)
+    for name, values in o.int8_variant:
         kernels["int8_" + name] = (o.lib, 1)
         dirs["int8_" + name] = config_dir(list(map(int, values.split(","))), shapes, device, ("int8_w8a8",))
     libs = {path: ctypes.CDLL(path) for path, _ in kernels.values()}

@@ -87,6 +87,15 @@ def add_rest_arg(ap):
                     help="idle the GPU MS milliseconds before every replay (below the power limit at each start)")
 
 
+def name_value(v):
+    """argparse type for NAME=VALUE flags (--lib, --variant, --dir ...): (NAME, VALUE), a usage
+    error when either side is missing."""
+    name, sep, value = v.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"{v}: expected NAME=VALUE")
+    return name, value
+
+
 def interleaved_calls_us(calls, n, rounds, rest_ms=0):
     """interleaved_us of a graph of n back-to-back calls per call(i) in calls."""
     return interleaved_us({k: graph(c, n) for k, c in calls.items()}, n, rounds, rest_ms)

@@ -21,7 +21,7 @@ import argparse, glob, json, math, os, torch
 import triton
 import triton.language as tl
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, name_value, rotation_sets  # bench/ is on the path
 
 QB = 128  # quantization block along N and K
 SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
@@ -96,17 +96,9 @@ def config_for(directory, N, K, M, device):
     return table[min(table, key=lambda x: abs(int(x) - M))]
 
 
-def pair(v):
-    """NAME=VALUE from the command line (a usage error otherwise)."""
-    name, sep, rest = v.partition("=")
-    if not sep or not name or not rest:
-        raise argparse.ArgumentTypeError(f"{v}: NAME=VALUE")
-    return name, rest
-
-
 def restage(v):
     """NAME=S, S a stage count."""
-    name, st = pair(v)
+    name, st = name_value(v)
     if not st.isdigit() or int(st) < 1:
         raise argparse.ArgumentTypeError(f"{v}: NAME=S, S a stage count")
     return name, int(st)
@@ -114,7 +106,7 @@ def restage(v):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", action="append", required=True, type=pair, metavar="NAME=DIR",
+    ap.add_argument("--dir", action="append", required=True, type=name_value, metavar="NAME=DIR",
                     help="a config directory")
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)

@@ -12,7 +12,7 @@ random order), cuBLASLt's as "peer", each output's relative difference from the 
 "heuristic_instead": the variants the device cannot run, timed as the library's heuristic."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT")
@@ -35,7 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)
-    ap.add_argument("--variant", action="append", default=[], help="NAME=BM,BN,stages,GM,cluster,split")
+    ap.add_argument("--variant", action="append", default=[], type=name_value, help="NAME=BM,BN,stages,GM,cluster,split")
     ap.add_argument("--shipped", help="a config directory to compare as one more variant")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
@@ -52,11 +52,10 @@ def main():
     dirs = {}
     if o.shipped:
         dirs["shipped"] = o.shipped
-    for v in o.variant:
-        name, values = v.split("=")
+    for name, values in o.variant:
         vals = [int(x) for x in values.split(",")]
         if len(vals) not in (len(KEYS) - 1, len(KEYS)):  # INT8_CONVERT may be left out
-            ap.error(f"--variant {v}: expected {len(KEYS) - 1} or {len(KEYS)} values ({', '.join(KEYS)})")
+            ap.error(f"--variant {name}={values}: expected {len(KEYS) - 1} or {len(KEYS)} values ({', '.join(KEYS)})")
         dirs[name] = config_dir(vals, shapes, device)
     if not dirs:
         ap.error("no --variant and no --shipped")
