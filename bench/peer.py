@@ -115,15 +115,21 @@ def bench(M, N, K, out_dtype, dev):
     return statistics.median(replay_us(g, n) for _ in range(10))
 
 
-def check(M, N, K, out_dtype, dev):
-    """cuBLASLt's output's relative Frobenius error against a float64 GEMM of the same codes and
-    scales (the dequantized operands multiplied in float64)."""
-    a, b, sa, sb = make_inputs(M, N, K, dev)
-    c = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+def rel_err(c, a, b, sa, sb):
+    """c's relative Frobenius error against a float64 GEMM of the same codes and scales (the
+    dequantized operands multiplied in float64); sa (M, K / 128) and sb (N / 128, K / 128)."""
+    K = a.shape[1]
     A = a.double() * sa.double().repeat_interleave(128, 1)[:, :K]
-    B = b.double() * sb.t().double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    B = b.double() * sb.double().repeat_interleave(128, 0)[:b.shape[0]].repeat_interleave(128, 1)[:, :K]
     ref = A @ B.t()
     return ((c.double() - ref).norm() / ref.norm()).item()
+
+
+def check(M, N, K, out_dtype, dev):
+    """cuBLASLt's output's rel_err."""
+    a, b, sa, sb = make_inputs(M, N, K, dev)
+    c = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    return rel_err(c, a, b, sa, sb.t())
 
 
 def main():

@@ -21,7 +21,8 @@ import argparse, glob, json, math, os, torch
 import triton
 import triton.language as tl
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, name_value, rotation_sets  # bench/ is on the path
+from peer import (add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, name_value,  # bench/ is
+                  rel_err, rotation_sets)  # on the path
 
 QB = 128  # quantization block along N and K
 SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
@@ -75,14 +76,6 @@ def inputs(M, N, K, dev):
     """peer.py's codes and scales, the scales row-major: (M, K / 128) and (N / 128, K / 128)."""
     a, b, sa, sb = make_inputs(M, N, K, dev)
     return a, b, sa.contiguous(), sb.t().contiguous()
-
-
-def rel_err(c, a, b, sa, sb):
-    K = a.shape[1]
-    A = a.double() * sa.double().repeat_interleave(QB, 1)[:, :K]
-    B = b.double() * sb.double().repeat_interleave(QB, 0)[:b.shape[0]].repeat_interleave(QB, 1)[:, :K]
-    ref = A @ B.t()
-    return ((c.double() - ref).norm() / ref.norm()).item()
 
 
 def config_for(directory, N, K, M, device):
