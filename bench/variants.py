@@ -5,7 +5,7 @@ beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
 Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
            --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs] [--rest MS]
 A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K (and
-optionally INT8_CONVERT), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
+optionally INT8_CONVERT and CTAS_PER_SM), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 random order), cuBLASLt's as "peer", each output's relative difference from the first, and
@@ -15,7 +15,8 @@ import argparse, ctypes, json, os, tempfile, torch
 from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
-KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT")
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT",
+        "CTAS_PER_SM")
 
 
 def config_dir(values, shapes, device, dtypes=("fp8_w8a8",)):
@@ -54,8 +55,8 @@ def main():
         dirs["shipped"] = o.shipped
     for name, values in o.variant:
         vals = [int(x) for x in values.split(",")]
-        if len(vals) not in (len(KEYS) - 1, len(KEYS)):  # INT8_CONVERT may be left out
-            ap.error(f"--variant {name}={values}: expected {len(KEYS) - 1} or {len(KEYS)} values ({', '.join(KEYS)})")
+        if not len(KEYS) - 2 <= len(vals) <= len(KEYS):  # the two optional ones may be left out
+            ap.error(f"--variant {name}={values}: expected {len(KEYS) - 2} to {len(KEYS)} values ({', '.join(KEYS)})")
         dirs[name] = config_dir(vals, shapes, device)
     if not dirs:
         ap.error("no --variant and no --shipped")

@@ -24,7 +24,8 @@
 // BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
 // SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
 // 2), BT_SPLIT (1, 2 or 4; not with BT_CLUSTER 2), BT_QBN, BT_QBK (the K step; 64 or 128),
-// BT_IN_INT8, BT_INT8_CONVERT (0 or 1, see partial_f32), BT_OUT.
+// BT_IN_INT8, BT_INT8_CONVERT (0 or 1, see partial_f32), BT_OCC (CTAs per SM: 1, or 2 for
+// small tiles, two rings per SM that each keep a share of the register file), BT_OUT.
 #include "async.cuh"
 #include "common.cuh"
 #include "native_layout.h"
@@ -39,14 +40,16 @@ constexpr int QBN = BT_QBN, BK = BT_QBK;
 constexpr bool INT8 = BT_IN_INT8, OFFSET = BT_IN_INT8 && BT_INT8_CONVERT; // OFFSET: see partial_f32
 constexpr int OFFSET_BITS = 0x4B400000; // the float OFFSET_F = 1.5 * 2^23
 constexpr float OFFSET_F = 12582912.f;
-constexpr int OUT = BT_OUT;
+constexpr int OUT = BT_OUT, OCC = BT_OCC;
 constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
 // launch allocation (168 per thread for 384 threads, 232 for 256): the producer gives up what
-// the consumers take, 128 * (168 - 56) = 256 * (224 - 168) with two consumer warpgroups.
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM);
+// the consumers take, 128 * (168 - 56) = 256 * (224 - 168) with two consumer warpgroups. With
+// two CTAs per SM the launch gives each thread its share of half the register file, and no
+// reallocation takes place.
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM, OCC);
 // Two K-block partials: K block kb + 1's wgmma is issued before kb's partial is promoted.
-constexpr bool DOUBLE = bt_nv_double_partial(BM, BN);
+constexpr bool DOUBLE = bt_nv_double_partial(BM, BN, OCC);
 constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int S_BYTES = bt_nv_scale_bytes(BM); // one stage's scales: As[BM], then Bs[4]
 constexpr int B_SHARE = BN / CLUSTER; // rows of each B tile one CTA of the cluster loads
@@ -216,7 +219,7 @@ __device__ __forceinline__ void k_range(int kblocks, int r, int &kb0, int &kb1)
 } // namespace native
 } // namespace bt
 
-extern "C" __global__ void __launch_bounds__(bt::native::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(bt::native::THREADS, bt::native::OCC)
 bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant__ bt::tensor_map tmB,
                const __grid_constant__ bt::tensor_map tmC, bt::native::out_t *__restrict__ C, const float *__restrict__ As,
                const float *__restrict__ Bs, int M, int N, int K)
@@ -271,9 +274,10 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     griddep_wait();
 
     if (wg == NC) {
-        // Producer warpgroup: hands most of its registers to the consumers; one thread issues
-        // the tile copies, the next warp (or BM / 64 warps) the scales.
-        regs_dealloc<PRODUCER_REGS>();
+        // Producer warpgroup: hands most of its registers to the consumers (with one CTA per
+        // SM); one thread issues the tile copies, the next warp (or BM / 64 warps) the scales.
+        if (OCC == 1)
+            regs_dealloc<PRODUCER_REGS>();
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
@@ -375,7 +379,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         }
     } else {
         // Consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile.
-        regs_alloc<CONSUMER_REGS>();
+        if (OCC == 1)
+            regs_alloc<CONSUMER_REGS>();
         const int warp = tid / 32, lane = tid % 32;
         // 16-bit outputs go through the slab when C's rows suit a tensor map (the launcher
         // encoded tmC by the same rule); otherwise whole tiles store pairs without per-element

@@ -57,8 +57,17 @@ BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages, int spli
            16L * stages + 16 + BT_NV_ALIGN;
 }
 
-/* Registers per consumer thread after setmaxnreg (native.cuh says how they are split). */
-BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm) { return bm / 64 == 2 ? 224 : 232; }
+/* Registers per consumer thread: after setmaxnreg with one CTA per SM (native.cuh says how they
+ * are split); with `occ` CTAs per SM every thread keeps its share of the register file (64 K
+ * registers), rounded down to the allocation unit of 8. */
+BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm, int occ)
+{
+    return occ <= 1 ? (bm / 64 == 2 ? 224 : 232) : 65536 / (occ * bt_nv_threads(bm)) / 8 * 8;
+}
+
+/* Shared memory one SM holds for its CTAs (228 KiB on sm_90): the per-CTA opt-in limit plus the
+ * 1 KiB each CTA reserves; `occ` CTAs of `smem` bytes fit when occ * (smem + 1 KiB) does. */
+BT_NLAYOUT_FN long bt_nv_sm_smem(long smem_optin) { return smem_optin + 1024; }
 
 /* A consumer thread holds BN / 2 fp32 of running sum and BN / 2 of K-block partial, and a
  * second partial, so the next K block's wgmma runs while this one is promoted, where the
@@ -66,10 +75,13 @@ BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm) { return bm / 64 == 2 ? 224 : 232;
  * partial the epilogue's temporaries too. The counts keep every output type from spilling;
  * with 16-bit outputs one partial fits up to 208 columns, but 176-208 ran at 0.69-0.81x of
  * 128 x 128 tiles on the H100: one partial costs more than the wider tile saves. */
-BT_NLAYOUT_FN int bt_nv_double_partial(int bm, int bn) { return 3 * bn / 2 + 32 <= bt_nv_consumer_regs(bm); }
-BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn)
+BT_NLAYOUT_FN int bt_nv_double_partial(int bm, int bn, int occ)
 {
-    return bt_nv_double_partial(bm, bn) ? 3 * bn / 2 + 32 : bn + 64;
+    return 3 * bn / 2 + 32 <= bt_nv_consumer_regs(bm, occ);
+}
+BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn, int occ)
+{
+    return bt_nv_double_partial(bm, bn, occ) ? 3 * bn / 2 + 32 : bn + 64;
 }
 
 #endif

@@ -43,6 +43,39 @@ TEST(native_launch_store_box)
     CHECK(!bt_nv_tma_store(4, 7168, 0x10000)); /* fp32: no slab */
 }
 
+/* CTAS_PER_SM 2: the persistent grid covers two CTAs per SM, each with its share of the
+ * registers (no setmaxnreg) and of the SM's shared memory, so wide tiles and deep rings are
+ * rejected before compiling; a candidate zero-filled past its last value takes the default 1. */
+TEST(native_ctas_per_sm)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448, h100.sm_count = 132;
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    bt_cand two = {{64, 64, 6, 8, 1, 1, 0, 2}}, wide = {{64, 96, 4, 8, 1, 1, 0, 2}}, deep = {{64, 64, 12, 8, 1, 1, 0, 2}};
+    bt_cand old = {{64, 64, 6, 8, 1, 1}};
+    char why[200], defs[512], desc[256];
+    CHECK_EQ(bt_family_native.check(&two, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_family_native.check(&wide, &v, &h100, why, sizeof why), BT_REJ_REGS);
+    CHECK_CONTAINS(why, "with 2 CTAs per SM leaves 128");
+    CHECK_EQ(bt_family_native.check(&deep, &v, &h100, why, sizeof why), BT_REJ_SMEM);
+    CHECK_CONTAINS(why, "2 CTAs of");
+    deep.v[7] = 1;
+    CHECK_EQ(bt_family_native.check(&deep, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK(bt_family_native.defines(&two, &v, defs, sizeof defs) >= 0);
+    CHECK_CONTAINS(defs, "#define BT_OCC 2\n");
+    bt_launch geo;
+    bt_family_native.launch(&two, &v, &h100, 16, 32768, 512, &geo); /* 512 tiles */
+    CHECK_EQ(geo.grid[0], 264u);
+    CHECK_EQ(geo.ctas_per_sm, 2);
+    bt_family_native.launch(&old, &v, &h100, 16, 32768, 512, &geo);
+    CHECK_EQ(geo.grid[0], 132u);
+    CHECK(bt_family_native.defines(&old, &v, defs, sizeof defs) >= 0);
+    CHECK_CONTAINS(defs, "#define BT_OCC 1\n");
+    bt_cand_format(&bt_family_native, &two, desc, sizeof desc);
+    CHECK_CONTAINS(desc, "SPLIT_K=1 CTAS_PER_SM=2");
+}
+
 /* INT8_CONVERT only changes INT8 kernels: 1 is rejected before compiling for FP8, becomes the
  * kernel's BT_INT8_CONVERT for INT8, and a candidate's description leaves it out at 0. */
 TEST(native_int8_convert)
@@ -51,7 +84,7 @@ TEST(native_int8_convert)
     CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
     h100.smem_optin = 232448;
     bt_variant fp8 = {BT_IN_FP8, BT_OUT_BF16, 128, 128}, int8 = {BT_IN_INT8, BT_OUT_BF16, 128, 128};
-    bt_cand i2f = {{128, 128, 5, 4, 1, 1, 0}}, add = {{128, 128, 5, 4, 1, 1, 1}};
+    bt_cand i2f = {{128, 128, 5, 4, 1, 1, 0, 1}}, add = {{128, 128, 5, 4, 1, 1, 1, 1}};
     char why[200], defs[512], desc[256];
     CHECK_EQ(bt_family_native.check(&add, &fp8, &h100, why, sizeof why), BT_REJ_SHAPE);
     CHECK_CONTAINS(why, "INT8_CONVERT 1 changes only INT8 kernels");

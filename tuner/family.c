@@ -171,7 +171,7 @@ const bt_family bt_family_classic = {
 
 /* ---- native: TMA + wgmma, warp-specialized and persistent (sm_90a) ---- */
 
-enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_SPLIT, NV_CVT, NV_NPARAM };
+enum { NV_BM, NV_BN, NV_STAGES, NV_GM, NV_CLUSTER, NV_SPLIT, NV_CVT, NV_OCC, NV_NPARAM };
 
 static const bt_param_def native_params[NV_NPARAM] = {
     {.key = "BLOCK_SIZE_M", .pow2 = 1, .min = 64, .max = 128,
@@ -185,13 +185,19 @@ static const bt_param_def native_params[NV_NPARAM] = {
      .help = "CTAs of a cluster sharing one tile's K blocks, reduced in shared memory"},
     {.key = "INT8_CONVERT", .pow2 = 0, .min = 0, .max = 1, .optional = 1, .dflt = 0,
      .help = "INT8 partials to float: 0 by the conversion instruction (exact), 1 by an integer add onto an offset"},
+    {.key = "CTAS_PER_SM", .pow2 = 0, .min = 1, .max = 2, .optional = 1, .dflt = 1,
+     .help = "persistent CTAs per SM: 2 runs two TMA rings per SM, on half the registers and shared memory each"},
 };
+
+/* CTAS_PER_SM of a candidate; 0, in one built before the parameter existed (zero-filled past
+ * its last value), is the default 1. */
+static int native_occ(const bt_cand *c) { return c->v[NV_OCC] > 1 ? c->v[NV_OCC] : 1; }
 
 static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_target *t, char *why,
                               size_t n)
 {
     const int *p = c->v;
-    int bm = p[NV_BM], bn = p[NV_BN], s = p[NV_STAGES];
+    int bm = p[NV_BM], bn = p[NV_BN], s = p[NV_STAGES], occ = native_occ(c);
     char dummy[8];
     if (!why)
         why = dummy, n = sizeof dummy;
@@ -231,14 +237,19 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
                  v->block_n);
         return BT_REJ_SHAPE;
     }
-    if (bt_nv_consumer_need(bm, bn) > bt_nv_consumer_regs(bm)) {
-        snprintf(why, n, "BLOCK_SIZE_N %d needs %d registers per consumer thread, BLOCK_SIZE_M %d leaves %d", bn,
-                 bt_nv_consumer_need(bm, bn), bm, bt_nv_consumer_regs(bm));
+    if (bt_nv_consumer_need(bm, bn, occ) > bt_nv_consumer_regs(bm, occ)) {
+        snprintf(why, n, "BLOCK_SIZE_N %d needs %d registers per consumer thread, BLOCK_SIZE_M %d with %d CTAs per SM leaves %d",
+                 bn, bt_nv_consumer_need(bm, bn, occ), bm, occ, bt_nv_consumer_regs(bm, occ));
         return BT_REJ_REGS;
     }
     long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s, p[NV_SPLIT], bt_out_size(v->out));
     if (smem > t->smem_optin) {
         snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch, t->smem_optin);
+        return BT_REJ_SMEM;
+    }
+    if (occ * (smem + 1024) > bt_nv_sm_smem(t->smem_optin)) {
+        snprintf(why, n, "%d CTAs of %ld bytes of shared memory do not fit on one %s SM (%ld)", occ, smem, t->arch,
+                 bt_nv_sm_smem(t->smem_optin));
         return BT_REJ_SMEM;
     }
     snprintf(why, n, "ok");
@@ -257,9 +268,9 @@ static int native_defines(const bt_cand *c, const bt_variant *v, char *buf, size
     return bt_sprintf(buf, n,
                       "#define BT_BM %d\n#define BT_BN %d\n#define BT_STAGES %d\n#define BT_GM %d\n"
                       "#define BT_CLUSTER %d\n#define BT_SPLIT %d\n#define BT_QBN %d\n#define BT_QBK %d\n"
-                      "#define BT_IN_INT8 %d\n#define BT_INT8_CONVERT %d\n#define BT_OUT %d\n",
+                      "#define BT_IN_INT8 %d\n#define BT_INT8_CONVERT %d\n#define BT_OCC %d\n#define BT_OUT %d\n",
                       p[NV_BM], p[NV_BN], p[NV_STAGES], p[NV_GM], p[NV_CLUSTER], p[NV_SPLIT], v->block_n,
-                      v->block_k, v->in == BT_IN_INT8, p[NV_CVT], (int)v->out);
+                      v->block_k, v->in == BT_IN_INT8, p[NV_CVT], native_occ(c), (int)v->out);
 }
 
 static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M, long N,
@@ -269,14 +280,16 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     const int *p = c->v;
     int cl = p[NV_CLUSTER], ctas = cl * p[NV_SPLIT];
     long tiles_m = (M + p[NV_BM] - 1) / p[NV_BM], tiles_n = (N + p[NV_BN] - 1) / p[NV_BN];
-    long units = (tiles_m + cl - 1) / cl * tiles_n, slots = (t->sm_count > 0 ? t->sm_count : 132) / ctas;
+    long units = (tiles_m + cl - 1) / cl * tiles_n, slots = (t->sm_count > 0 ? t->sm_count : 132) * native_occ(c) / ctas;
     memset(out, 0, sizeof *out);
-    /* Persistent: one cluster per unit of work, at most as many as fit on the SMs. */
+    /* Persistent: one cluster per unit of work, at most as many as fit on the SMs (CTAS_PER_SM
+     * each). */
     out->grid[0] = (unsigned)((units < slots ? units : slots) * ctas), out->grid[1] = out->grid[2] = 1;
     out->block[0] = (unsigned)bt_nv_threads(p[NV_BM]), out->block[1] = out->block[2] = 1;
     out->cluster[0] = (unsigned)ctas, out->cluster[1] = out->cluster[2] = 1;
     out->smem = native_smem(c, v);
     out->tile_m = bt_nv_a_rows(p[NV_BM], M), out->tile_n = p[NV_BN] / cl, out->tile_k = v->block_k;
+    out->ctas_per_sm = native_occ(c);
     out->store_cols = bt_nv_store_bytes(p[NV_BM], p[NV_BN], bt_out_size(v->out)) ? bt_nv_store_cols(p[NV_BN]) : 0;
 }
 
@@ -299,7 +312,7 @@ static void native_fallback(long M, long N, long K, const bt_target *t, bt_cand 
     while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1, 2) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
-    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1, out->v[NV_CVT] = 0;
+    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1, out->v[NV_CVT] = 0, out->v[NV_OCC] = 1;
 }
 
 const bt_family bt_family_native = {

@@ -59,6 +59,7 @@ typedef struct {
     size_t smem;         /* dynamic shared memory bytes */
     int tile_m, tile_n, tile_k; /* TMA boxes (BT_ABI_TMA): A tile_m x tile_k, B tile_n x tile_k */
     int store_cols;             /* BT_ABI_TMA: C's store box is 64 rows x store_cols, 0 for none */
+    int ctas_per_sm;            /* resident CTAs per SM the grid is sized for (0: not set) */
 } bt_launch;
 
 /* How a family's kernel takes its operands. */

@@ -147,6 +147,10 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
     f->launch(c, v, &g->target, 1, 1, 16, &geo);
     BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)geo.smem),
           err, "raising the kernel's shared-memory limit");
+    /* A grid sized for several CTAs per SM needs the L1 / shared-memory split that holds them. */
+    if (geo.ctas_per_sm > 1)
+        BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100), err,
+              "asking for the largest shared-memory carveout");
     if (geo.cluster[0] > 1) {
         /* Clusters must sit inside one GPC, so fewer than SMs / size fit at once; a persistent
          * grid larger than that would run a second wave. */
