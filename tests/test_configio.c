@@ -485,9 +485,9 @@ TEST(configio_sidecar_path)
     CHECK_EQ(bt_sidecar_path(buf, 10, "cfg.json"), -1);
 }
 
-/* The native family's INT8_CONVERT is optional: a config without it (every config written before
- * it existed) reads as 0, and the writer leaves it out at 0, so those configs read and write as
- * they always did. */
+/* The native family's INT8_CONVERT and CTAS_PER_SM are optional: a config without them (every
+ * config written before they existed) reads as 0 and 1, and the writer leaves them out at those
+ * values, so those configs read and write as they always did. */
 TEST(configio_optional_parameter)
 {
     const char *old = "{\n    \"4096\": {\n        \"BLOCK_SIZE_M\": 128,\n        \"BLOCK_SIZE_N\": 128,\n"
@@ -495,22 +495,26 @@ TEST(configio_optional_parameter)
                       "        \"SPLIT_K\": 1\n    }\n}\n";
     const char *add = "{\"4096\": {\"BLOCK_SIZE_M\": 128, \"BLOCK_SIZE_N\": 128, \"num_stages\": 5, "
                       "\"GROUP_SIZE_M\": 4, \"CLUSTER_M\": 1, \"SPLIT_K\": 1, \"INT8_CONVERT\": 1}}";
-    const int want[2][7] = {{128, 128, 5, 4, 1, 1, 0}, {128, 128, 5, 4, 1, 1, 1}};
-    const char *texts[2] = {old, add};
-    for (int f = 0; f < 2; f++) {
+    const char *two = "{\"16\": {\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 64, \"num_stages\": 5, "
+                      "\"GROUP_SIZE_M\": 4, \"CLUSTER_M\": 1, \"SPLIT_K\": 1, \"CTAS_PER_SM\": 2}}";
+    const int want[3][8] = {{128, 128, 5, 4, 1, 1, 0, 1}, {128, 128, 5, 4, 1, 1, 1, 1}, {64, 64, 5, 4, 1, 1, 0, 2}};
+    const char *texts[3] = {old, add, two};
+    for (int f = 0; f < 3; f++) {
         bt_config c = {0};
         bt_err err = {{0}};
         CHECK_EQ(bt_config_read(bt_scratch_file("native.json", texts[f]), &bt_family_native, &c, &err), 0);
         CHECK_EQ(c.n, 1);
         if (c.n != 1)
             continue;
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 8; i++)
             CHECK_EQ(c.e[0].cand.v[i], want[f][i]);
         char *text = bt_config_serialize(&c, &bt_family_native);
         if (f == 0)
             CHECK_STREQ(text, old);
-        else
+        else if (f == 1)
             CHECK_CONTAINS(text, "        \"SPLIT_K\": 1,\n        \"INT8_CONVERT\": 1\n    }\n");
+        else
+            CHECK_CONTAINS(text, "        \"SPLIT_K\": 1,\n        \"CTAS_PER_SM\": 2\n    }\n");
         free(text);
         bt_config_free(&c);
     }

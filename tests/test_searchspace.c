@@ -577,8 +577,9 @@ TEST(searchspace_bad_constraints)
                  "11:14: divides: names no parameter of the classic family");
 }
 
-/* A parameter the family marks optional (the native INT8_CONVERT) may be left out, and then takes
- * its default alone; one whose range starts at 0 takes 0 but no negative value. */
+/* A parameter the family marks optional (the native INT8_CONVERT and CTAS_PER_SM) may be left
+ * out, and then takes its default alone; one whose range starts at 0 takes 0 but no negative
+ * value, and CTAS_PER_SM nothing outside 1-2. */
 TEST(searchspace_optional_parameter)
 {
     const char *native = "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n"
@@ -591,11 +592,13 @@ TEST(searchspace_optional_parameter)
         bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
         return;
     }
-    int i = bt_family_param_index(s.family, "INT8_CONVERT");
-    CHECK(i >= 0);
-    if (i >= 0) {
+    int i = bt_family_param_index(s.family, "INT8_CONVERT"), o = bt_family_param_index(s.family, "CTAS_PER_SM");
+    CHECK(i >= 0 && o >= 0);
+    if (i >= 0 && o >= 0) {
         CHECK_EQ(s.nvalues[i], 1);
         CHECK_EQ(s.values[i][0], 0);
+        CHECK_EQ(s.nvalues[o], 1);
+        CHECK_EQ(s.values[o][0], 1);
     }
     bt_space_free(&s);
     snprintf(text, sizeof text, "%s  INT8_CONVERT: [0, 1]\n", native);
@@ -607,6 +610,8 @@ TEST(searchspace_optional_parameter)
     bt_space_free(&s);
     snprintf(text, sizeof text, "%s  INT8_CONVERT: [-1]\n", native);
     expect_error(t, text, "11:18: INT8_CONVERT: -1 is negative");
+    snprintf(text, sizeof text, "%s  CTAS_PER_SM: [1, 3]\n", native);
+    expect_error(t, text, "11:20: CTAS_PER_SM: 3 is outside [1, 2]");
     /* a required one missing: the message lists the required ones only */
     expect_error(t, "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n",
                  "5:3: parameters: BLOCK_SIZE_N is missing (the native family needs BLOCK_SIZE_M, BLOCK_SIZE_N, "
