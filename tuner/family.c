@@ -247,7 +247,7 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
         snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch, t->smem_optin);
         return BT_REJ_SMEM;
     }
-    if (occ * (smem + 1024) > bt_nv_sm_smem(t->smem_optin)) {
+    if (occ > 1 && occ * (smem + 1024) > bt_nv_sm_smem(t->smem_optin)) {
         snprintf(why, n, "%d CTAs of %ld bytes of shared memory do not fit on one %s SM (%ld)", occ, smem, t->arch,
                  bt_nv_sm_smem(t->smem_optin));
         return BT_REJ_SMEM;
