@@ -62,7 +62,7 @@ BT_NLAYOUT_FN long bt_nv_smem_bytes(int bm, int bn, int bk, int stages, int spli
  * registers), rounded down to the allocation unit of 8. */
 BT_NLAYOUT_FN int bt_nv_consumer_regs(int bm, int occ)
 {
-    return occ <= 1 ? (bm / 64 == 2 ? 224 : 232) : 65536 / (occ * bt_nv_threads(bm)) / 8 * 8;
+    return occ == 1 ? (bm / 64 == 2 ? 224 : 232) : 65536 / (occ * bt_nv_threads(bm)) / 8 * 8;
 }
 
 /* Shared memory one SM holds for its CTAs (228 KiB on sm_90): the per-CTA opt-in limit plus the
