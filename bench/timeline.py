@@ -1,5 +1,5 @@
 """Where the time of a native kernel's call goes, from inside it: a build of the library whose
-kernels read %globaltimer at 8 points in every CTA and, at exit, write the readings over the
+kernels read %globaltimer at 16 points in every CTA and, at exit, write the readings over the
 weight scales (so its outputs are wrong: timing only). Build it with:
 
     git apply bench/timeline.patch && make BUILD=build/timeline build/timeline/libblocktune.so
@@ -17,16 +17,20 @@ import argparse, ctypes, json, math, re, tempfile, torch
 from peer import graph, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, inputs
 
-POINTS = ("entry", "setup_done", "first_copy_issued", "first_data", "last_copy_issued", "last_promoted",
-          "stores_done", "exit")
-MAX_CTAS = 132  # the persistent grid is at most one CTA per SM
+# In the order of the patch's slots: thread 0's set-up, the producer thread's path to its first
+# copy, the consumers' (warpgroup 0's first thread), the exit, and the first scale arrival.
+POINTS = ("entry", "barriers_set", "synced", "prefetched", "first_tile", "slot_free", "first_copy_issued",
+          "last_copy_issued", "consumer_ready", "first_data", "last_promoted", "stores_done", "exit",
+          "producer_entry", "consumer_synced", "first_scales")
+W = len(POINTS)  # words per CTA
+EXIT = POINTS.index("exit")
 
 
-def with_event_room(s):
+def with_event_room(s, max_ctas):
     """Gives the set weight scales with room after them: CTA b writes its readings over words
-    8b .. 8b + 7 of the scales, which may be fewer than 8 * MAX_CTAS."""
+    W * b .. W * b + W - 1 of the scales, which may be fewer than W * max_ctas."""
     nb, ks = s["sb"].shape
-    buf = torch.zeros(8 * MAX_CTAS + nb * ks, device="cuda", dtype=torch.float32)
+    buf = torch.zeros(W * max_ctas + nb * ks, device="cuda", dtype=torch.float32)
     buf[:nb * ks] = s["sb"].flatten()
     s["sb"], s["events"] = buf[:nb * ks].view(nb, ks), buf
     return s
@@ -46,32 +50,36 @@ def main():
     M = o.m
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
-        nsets = rotation_sets(M, N, K)
-        sets = [with_event_room(inputs(M, N, K)) for _ in range(nsets)]
         desc = bt.prepare(M, N, K)
-        cfg = dict(re.findall(r"(\w+)=(\d+)", desc))
-        tiles = math.ceil(M / int(cfg["BLOCK_SIZE_M"])) * math.ceil(N / int(cfg["BLOCK_SIZE_N"]))
-        ctas = min(MAX_CTAS, tiles * int(cfg["SPLIT_K"]))
+        cfg = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", desc)}
+        # The persistent grid, as the launcher sizes it (tuner/family.c).
+        cl, per = cfg["CLUSTER_M"], cfg["CLUSTER_M"] * cfg["SPLIT_K"]
+        units = math.ceil(math.ceil(M / cfg["BLOCK_SIZE_M"]) / cl) * math.ceil(N / cfg["BLOCK_SIZE_N"])
+        slots = torch.cuda.get_device_properties(0).multi_processor_count * cfg.get("CTAS_PER_SM", 1) // per
+        ctas = min(units, slots) * per
+        nsets = rotation_sets(M, N, K)
+        sets = [with_event_room(inputs(M, N, K), ctas) for _ in range(nsets)]
         g = graph(lambda i: bt.gemm(sets[i % nsets], M, N, K), nsets)
         for _ in range(o.replays):
             for s in sets:
-                s["events"][:8 * MAX_CTAS].zero_()
+                s["events"][:W * ctas].zero_()
             g.replay()
             torch.cuda.synchronize()
             # The low 32 bits of the nanosecond timer, from the last two calls.
-            words = [[w & 0xffffffff for w in s["events"][:8 * ctas].view(torch.int32).tolist()] for s in sets[-2:]]
-            before, last = ([w[8 * b:8 * b + 8] for b in range(ctas)] for w in words)
+            words = [[w & 0xffffffff for w in s["events"][:W * ctas].view(torch.int32).tolist()] for s in sets[-2:]]
+            before, last = ([w[W * b:W * b + W] for b in range(ctas)] for w in words)
             start = sorted(e[0] for e in last)[ctas // 2]
             rel = lambda x: ((x - start) & 0xffffffff) if ((x - start) & 0xffffffff) < 1 << 31 else -((start - x) & 0xffffffff)
-            out = {"N": N, "K": K, "M": M, "config": ",".join(cfg[k] for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages",
-                                                                            "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K")),
+            out = {"N": N, "K": K, "M": M, "config": ",".join(str(cfg[k]) for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages",
+                                                                                 "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K",
+                                                                                 "CTAS_PER_SM") if k in cfg),
                    "ctas": ctas}
             for i, name in enumerate(POINTS):
                 v = sorted(rel(e[i]) for e in last if e[i])
                 if v:
                     out[name] = round(v[len(v) // 2] / 1000, 2)
-            out["last_exit"] = round(max(rel(e[7]) for e in last) / 1000, 2)
-            out["launch_gap"] = round((min(rel(e[0]) for e in last) - max(rel(e[7]) for e in before)) / 1000, 2)
+            out["last_exit"] = round(max(rel(e[EXIT]) for e in last) / 1000, 2)
+            out["launch_gap"] = round((min(rel(e[0]) for e in last) - max(rel(e[EXIT]) for e in before)) / 1000, 2)
             print(json.dumps(out), flush=True)
         del sets, g
         torch.cuda.empty_cache()

@@ -249,6 +249,22 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     const int a_bytes = bt_nv_a_rows(BM, M) * BK; // what one A copy brings
     int kb0, kb1;
     k_range(kblocks, krank, kb0, kb1);
+    // The producer warpgroup works out its first tile here, beside thread 0's barrier set-up
+    // (and, with a programmatic launch, while the kernel before still runs): tile_of's two
+    // divisions by run-time values are a chain of dependent instructions that took about
+    // 0.25 us in front of the first copy.
+    int tm0 = 0, tn0 = 0;
+    if (wg == NC && cluster < units) {
+        tile_of(cluster, tiles_m, tiles_n, rank, tm0, tn0);
+        asm volatile("" ::"r"(tm0), "r"(tn0)); // here, not sunk past the barrier
+    }
+    // The coordinates of the producer's unit u, which this CTA walks from `cluster` on.
+    auto unit_tile = [&](int u, int &tm, int &tn) {
+        if (u == cluster)
+            tm = tm0, tn = tn0;
+        else
+            tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+    };
 
     // Whether the scale warps load four K blocks' scales at a time (see the producer).
     const bool windowed = BM == 128 && ksc % 4 == 0 && ksc > 4 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
@@ -284,7 +300,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             int stage = 0, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
-                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+                unit_tile(u, tm, tn);
                 for (int kb = kb0; kb < kb1; kb++) {
                     // Free in every CTA of the cluster: the multicast below writes them all.
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
@@ -313,7 +329,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             int stage = 0, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
-                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+                unit_tile(u, tm, tn);
                 const int nb0 = tn * BN / QBN;
                 for (int kb = kb0; kb < kb1; kb++) {
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
@@ -347,7 +363,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             int stage = 0, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
-                tile_of(u, tiles_m, tiles_n, rank, tm, tn);
+                unit_tile(u, tm, tn);
                 const int nb = tn * BN / QBN + lane < nblocks ? tn * BN / QBN + lane : nblocks - 1;
                 const bool weights = w == 0 && lane < NBS;
                 for (int kb = kb0; kb < kb1; kb++) {
