@@ -268,7 +268,23 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 
     // Whether the scale warps load four K blocks' scales at a time (see the producer).
     const bool windowed = BM == 128 && ksc % 4 == 0 && ksc > 4 && (u64)As % 16 == 0 && (u64)Bs % 16 == 0;
-    if (threadIdx.x == 0) {
+    // One stage's A and B tiles, by TMA, from one thread, which also expects their bytes on the
+    // stage's full barrier.
+    auto copy_tiles = [&](int stage, int kb, int tm, int tn) {
+        const u32 full = full0 + 8 * stage, sb = base + OFF_B + stage * B_BYTES;
+        mbar_expect_tx(full, a_bytes + B_BYTES); // out-of-range rows land as zeros
+        tma_load_2d(base + OFF_A + stage * A_BYTES, &tmA, kb * BK, tm * BM, full);
+        if (CLUSTER > 1)
+            tma_load_2d_multicast(sb + rank * B_SHARE * BK, &tmB, kb * BK, tn * BN + rank * B_SHARE, full,
+                                  (u16)((1 << CLUSTER) - 1));
+        else
+            tma_load_2d(sb, &tmB, kb * BK, tn * BN, full);
+    };
+    // Without clusters the producer thread sets up the barriers and copies the first K block's
+    // tiles right after (`early`), without waiting for the consumers or going through the first
+    // steps of its loop: the first copy goes out about 0.25 us sooner.
+    const int early = CTAS == 1 && cluster < units && kb1 > kb0;
+    if (threadIdx.x == (CTAS == 1 ? NC * 128 : 0)) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full0 + 8 * s, 1 + 32 * (windowed ? SCALE_WARPS : 1)); // TMA expect_tx (+ bytes), scale lanes
             mbar_init(empty0 + 8 * s, NC * CLUSTER);    // every consumer warpgroup of the cluster
@@ -279,10 +295,21 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         }
         mbar_fence_init();
     }
-    if (CTAS > 1)
+    if (CTAS > 1) {
         cluster_sync();
-    else
-        __syncthreads();
+    } else if (wg == NC) {
+        // The producer warpgroup does not wait for the consumers: the scale warps wait for the
+        // set-up (named barrier 6), and every warp marks it done for the consumers (barrier 7).
+        if (tid < 32 * (1 + SCALE_WARPS))
+            named_sync(6, 32 * (1 + SCALE_WARPS));
+        named_arrive(7, THREADS);
+        if (early && tid == 0) {
+            griddep_wait();
+            copy_tiles(0, kb0, tm0, tn0);
+        }
+    } else {
+        named_sync(7, THREADS);
+    }
     // A programmatic launch may have started this grid before the kernel before it finished:
     // no thread touches global memory before that kernel has completed. (Requesting the first
     // B tiles before this wait measured 8-13% slower at small M without a programmatic launch,
@@ -297,21 +324,14 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
-            int stage = 0, phase = 0;
+            int stage = early % STAGES, phase = early && STAGES == 1;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
                 unit_tile(u, tm, tn);
-                for (int kb = kb0; kb < kb1; kb++) {
+                for (int kb = kb0 + (u == cluster ? early : 0); kb < kb1; kb++) {
                     // Free in every CTA of the cluster: the multicast below writes them all.
                     mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                    const u32 full = full0 + 8 * stage, sb = base + OFF_B + stage * B_BYTES;
-                    mbar_expect_tx(full, a_bytes + B_BYTES); // out-of-range rows land as zeros
-                    tma_load_2d(base + OFF_A + stage * A_BYTES, &tmA, kb * BK, tm * BM, full);
-                    if (CLUSTER > 1)
-                        tma_load_2d_multicast(sb + rank * B_SHARE * BK, &tmB, kb * BK, tn * BN + rank * B_SHARE,
-                                              full, (u16)((1 << CLUSTER) - 1));
-                    else
-                        tma_load_2d(sb, &tmB, kb * BK, tn * BN, full);
+                    copy_tiles(stage, kb, tm, tn);
                     if (++stage == STAGES)
                         stage = 0, phase ^= 1;
                 }
