@@ -249,10 +249,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     const int a_bytes = bt_nv_a_rows(BM, M) * BK; // what one A copy brings
     int kb0, kb1;
     k_range(kblocks, krank, kb0, kb1);
-    // The producer warpgroup works out its first tile here, beside thread 0's barrier set-up
-    // (and, with a programmatic launch, while the kernel before still runs): tile_of's two
-    // divisions by run-time values are a chain of dependent instructions that took about
-    // 0.25 us in front of the first copy.
+    // The producer warpgroup works out its first tile first (with a programmatic launch, while
+    // the kernel before still runs): tile_of's two divisions by run-time values are a chain of
+    // dependent instructions that took about 0.25 us, and the first copy needs the result.
     int tm0 = 0, tn0 = 0;
     if (wg == NC && cluster < units) {
         tile_of(cluster, tiles_m, tiles_n, rank, tm0, tn0);
