@@ -579,7 +579,7 @@ TEST(searchspace_bad_constraints)
 
 /* A parameter the family marks optional (the native INT8_CONVERT and CTAS_PER_SM) may be left
  * out, and then takes its default alone; one whose range starts at 0 takes 0 but no negative
- * value, and CTAS_PER_SM nothing outside 1-2. */
+ * value and no constraint, and CTAS_PER_SM nothing outside 1-2. */
 TEST(searchspace_optional_parameter)
 {
     const char *native = "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n"
@@ -610,6 +610,10 @@ TEST(searchspace_optional_parameter)
     bt_space_free(&s);
     snprintf(text, sizeof text, "%s  INT8_CONVERT: [-1]\n", native);
     expect_error(t, text, "11:18: INT8_CONVERT: -1 is negative");
+    /* a constraint on it would divide by zero */
+    snprintf(text, sizeof text, "%s  INT8_CONVERT: [0, 1]\nconstraints:\n  - divides: [INT8_CONVERT, BLOCK_SIZE_N]\n",
+             native);
+    expect_error(t, text, "13:15: divides: INT8_CONVERT can be 0, and constraints take positive operands");
     snprintf(text, sizeof text, "%s  CTAS_PER_SM: [1, 3]\n", native);
     expect_error(t, text, "11:20: CTAS_PER_SM: 3 is outside [1, 2]");
     /* a required one missing: the message lists the required ones only */

@@ -275,6 +275,10 @@ static int parse_operand(const ctx *c, const yaml_node_t *n, const char *kind, c
                            "unknown operand \"%s\" (expected a parameter of the %s family, "
                            "block_n, block_k or a positive integer)",
                            clip(s, cl), f->name);
+        /* a switch such as INT8_CONVERT: 0 would divide by zero in satisfies() */
+        if (f->params[o->param].min < 1)
+            return fail_at(c, n, kind, "%s can be 0, and constraints take positive operands",
+                           f->params[o->param].key);
     }
     return 0;
 }
