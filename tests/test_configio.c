@@ -232,6 +232,10 @@ TEST(configio_read_errors_name_file_and_key)
         {"{\"16\": {\"num_warps\": 4294967296}}",
          ": \"16\": num_warps: 4294967296 is not an integer"},
         {"{\"16\": {\"num_warps\": 4, \"num_warps\": 8}}", ": \"16\": num_warps appears twice"},
+        /* values no tuner writes, which the library would divide by */
+        {"{\"16\": {\"BLOCK_SIZE_K\": 0}}", ": \"16\": BLOCK_SIZE_K: 0 is not positive"},
+        {"{\"16\": {\"BLOCK_SIZE_N\": 96}}", ": \"16\": BLOCK_SIZE_N: 96 is not a power of two"},
+        {"{\"16\": {\"num_stages\": 9}}", ": \"16\": num_stages: 9 is outside [1, 8]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *path;

@@ -142,6 +142,10 @@ static int read_entry(const char *path, const cJSON *entry, const bt_family *f, 
             cJSON_free(txt);
             return -1;
         }
+        /* a value no tuner writes (BLOCK_SIZE_K 0) would reach the library's checks */
+        char why[80];
+        if (bt_param_refuse(&f->params[i], (long)d, why, sizeof why))
+            return bt_fail(err, "%s: \"%s\": %s: %s", path, b, p->string, why);
         cand->v[i] = (int)d;
         seen[i] = 1;
     }

@@ -347,6 +347,21 @@ int bt_family_param_index(const bt_family *f, const char *key)
     return -1;
 }
 
+const char *bt_param_refuse(const bt_param_def *d, long v, char *why, size_t n)
+{
+    if (d->min == 0 && v < 0)
+        snprintf(why, n, "%ld is negative", v);
+    else if (d->min != 0 && v <= 0)
+        snprintf(why, n, "%ld is not positive", v);
+    else if (v < d->min || v > d->max)
+        snprintf(why, n, "%ld is outside [%ld, %ld]", v, d->min, d->max);
+    else if (d->pow2 && !bt_is_pow2(v))
+        snprintf(why, n, "%ld is not a power of two", v);
+    else
+        return NULL;
+    return why;
+}
+
 int bt_param_omitted(const bt_family *f, const bt_cand *c, int i)
 {
     return f->params[i].optional && c->v[i] == f->params[i].dflt;

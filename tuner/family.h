@@ -97,6 +97,9 @@ extern const bt_family bt_family_native;
 
 const bt_family *bt_family_find(const char *name);
 int bt_family_param_index(const bt_family *f, const char *key);
+/* Why v is no value of parameter d ("12 is not a power of two", written into why), or NULL: the
+ * rule search spaces and config files are both read by. */
+const char *bt_param_refuse(const bt_param_def *d, long v, char *why, size_t n);
 
 /* Whether parameter i of c is an optional one at its default: configs and descriptions leave
  * it out, so they read as before the parameter existed. */

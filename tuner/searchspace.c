@@ -132,18 +132,15 @@ static int get_value(const ctx *c, const yaml_node_t *n, const char *field,
                      const bt_param_def *def, long *out)
 {
     long v;
+    char why[80];
     if (get_int(c, n, field, &v))
         return -1;
-    if (def && def->min == 0 && v < 0)
-        return fail_at(c, n, field, "%ld is negative", v);
-    if ((!def || def->min != 0) && v <= 0)
+    if (def && bt_param_refuse(def, v, why, sizeof why))
+        return fail_at(c, n, field, "%s", why);
+    if (!def && v <= 0)
         return fail_at(c, n, field, "%ld is not positive", v);
-    if (def && (v < def->min || v > def->max))
-        return fail_at(c, n, field, "%ld is outside [%ld, %ld]", v, def->min, def->max);
     if (!def && v > INT_MAX)
         return fail_at(c, n, field, "%ld is too large (at most %d)", v, INT_MAX);
-    if (def && def->pow2 && !bt_is_pow2(v))
-        return fail_at(c, n, field, "%ld is not a power of two", v);
     *out = v;
     return 0;
 }
