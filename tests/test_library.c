@@ -67,6 +67,25 @@ out:
     bt_problem_free(g, &p);
 }
 
+/* The arguments' check refuses, in one line, what the kernels could not index. */
+TEST(library_gemm_check_refuses_what_the_kernels_cannot_index)
+{
+    bt_err err = {{0}};
+    bt_gemm_args a = {0x1000, 0x2000, 0, 0, 0, 16, 7168, 2048};
+    CHECK_EQ(bt_gemm_check(&a, &err), 0);
+    a.K = 100;
+    CHECK_EQ(bt_gemm_check(&a, &err), -1);
+    CHECK_CONTAINS(err.msg, "K must be a multiple of 16");
+    a.K = 2048, a.N = 1L << 25; /* a group of 1024 rows of 8-column tiles passes 2^31 */
+    CHECK_EQ(bt_gemm_check(&a, &err), -1);
+    CHECK_STREQ(err.msg, "M = 16, N = 33554432: too many tiles for the kernels' 32-bit tile numbers");
+    a.N = 1L << 20, a.M = 1L << 20; /* 2^16 x 2^17 tiles */
+    CHECK_EQ(bt_gemm_check(&a, &err), -1);
+    a.M = 0;
+    CHECK_EQ(bt_gemm_check(&a, &err), -1);
+    CHECK_CONTAINS(err.msg, "must be positive");
+}
+
 TEST(gpu_library_dispatch_and_graph_capture)
 {
     bt_gpu g;

@@ -1,6 +1,7 @@
 #include "gpu.h"
 #include "native_layout.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -190,6 +191,10 @@ int bt_gemm_check(const bt_gemm_args *a, bt_err *err)
         return bt_fail(err, "K = %ld: the kernels copy rows in 16-byte pieces, so K must be a multiple of 16", a->K);
     if (a->M > (1L << 30) || a->N > (1L << 30) || a->K > (1L << 30))
         return bt_fail(err, "M, N and K must be below 2^30");
+    /* The kernels number tiles in 32-bit ints, down to 16 x 8 tiles, and a group of
+     * GROUP_SIZE_M (at most 1024) rows of them. */
+    if ((a->N + 7) / 8 * 1024 > INT_MAX || (a->M + 15) / 16 * ((a->N + 7) / 8) > INT_MAX)
+        return bt_fail(err, "M = %ld, N = %ld: too many tiles for the kernels' 32-bit tile numbers", a->M, a->N);
     if ((a->A | a->B) % 16 != 0)
         return bt_fail(err, "A and B must be 16-byte aligned");
     return 0;
