@@ -122,6 +122,25 @@ TEST(progress_eta)
     fclose(f);
 }
 
+/* Cleared for other output (a shape's summary), the line comes back at the next stage with the
+ * run's total and ETA. */
+TEST(progress_clear_keeps_the_total)
+{
+    FILE *f = tmpfile();
+    bt_progress *p = bt_progress_new(f, 1, 0, 1000);
+    bt_progress_stage(p, "N=1 K=1 1/2", NULL);
+    bt_progress_update(p, 500, 500, 500);
+    bt_progress_clear(p);
+    fputs("summary\n", f);
+    bt_progress_stage(p, "N=2 K=2 2/2", NULL);
+    bt_progress_free(p);
+    char *out = contents(f);
+    CHECK_CONTAINS(out, "\r\x1b[Ksummary\n\r[N=2 K=2 2/2]  50%  ETA ");
+    CHECK(strstr(out, "2/2]  50%  ETA --") == NULL);
+    free(out);
+    fclose(f);
+}
+
 TEST(progress_quiet)
 {
     FILE *f = tmpfile();

@@ -132,14 +132,20 @@ void bt_progress_note(bt_progress *p, const char *fmt, ...)
     fflush(p->f);
 }
 
+void bt_progress_clear(bt_progress *p)
+{
+    if (p->shown) {
+        fputs(CLEAR_LINE, p->f);
+        fflush(p->f);
+        p->shown = 0;
+    }
+}
+
 void bt_progress_free(bt_progress *p)
 {
     if (!p)
         return;
-    if (p->shown) {
-        fputs(CLEAR_LINE, p->f);
-        fflush(p->f);
-    }
+    bt_progress_clear(p);
     free(p);
 }
 

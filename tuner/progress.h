@@ -20,6 +20,9 @@ void bt_progress_update(bt_progress *p, double units_done, long done, long total
 /* Prints a message (no trailing newline) on its own line without garbling the progress
  * line. */
 void bt_progress_note(bt_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears the line so that other output can follow; the next stage shows it again, with the
+ * run's total and ETA kept. */
+void bt_progress_clear(bt_progress *p);
 /* Clears the line and frees p (NULL is ignored). */
 void bt_progress_free(bt_progress *p);
 

@@ -709,8 +709,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
         }
     }
     double measure_s = bt_now() - t0;
-    bt_progress_free(r->prog);
-    r->prog = bt_progress_new(stderr, -1, r->o->quiet, 0);
+    bt_progress_clear(r->prog); /* the summary follows; the next shape's stage redraws the line */
     print_summary(r, s, br);
     if (r->o->top > 0)
         print_top(r, br);
