@@ -224,3 +224,24 @@ TEST(gpu_tune_pdl)
         free(side);
     }
 }
+
+/* A cache directory with a space in its name: the worker reads each cubin's path to the end of
+ * its request line, so every candidate is still measured. */
+TEST(gpu_tune_cache_dir_with_space)
+{
+    if (!have_gpu())
+        SKIP("GPU test: needs a CUDA driver and BT_GPU_TESTS=1 (make test-gpu)");
+    char *out = NULL, outdir[4200], cache[4200];
+    snprintf(outdir, sizeof outdir, "%s/space-configs", bt_test_tmpdir());
+    snprintf(cache, sizeof cache, "%s/a cache dir", bt_test_tmpdir());
+    const char *space = bt_scratch_file("one.yaml", "name: one\nbatch_sizes: [16]\nparameters:\n"
+                                                    "  BLOCK_SIZE_M: [64]\n  BLOCK_SIZE_N: [64]\n"
+                                                    "  BLOCK_SIZE_K: [128]\n  GROUP_SIZE_M: [8]\n"
+                                                    "  num_warps: [4]\n  num_stages: [3]\n");
+    const char *args[] = {"--space", space, "--N", "3072", "--K", "1536", "--out-dir", outdir,
+                          "--cache-dir", cache, "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "wrote ");
+    CHECK(!strstr(out, "skipped"));
+    free(out);
+}

@@ -284,14 +284,10 @@ typedef struct {
     char exe[4096];
 } worker_ctl;
 
-static int worker_up(run *r, worker_ctl *wc, bt_err *err)
+/* Sends the current problem to the running worker; a worker that fails to set it up has exited
+ * or may be in any state, so it is stopped, and the next call starts a fresh one. */
+static int set_problem(run *r, worker_ctl *wc, bt_err *err)
 {
-    if (wc->w)
-        return 0;
-    if (bt_worker_start(&wc->w, wc->exe, r->o->device, r->o->cache_dir, err))
-        return -1;
-    if (!wc->problem[0])
-        return 0;
     char reply[2048];
     bt_worker_status st = bt_worker_call(wc->w, wc->problem, reply, sizeof reply, 10 * r->o->timeout_s, err);
     if (st != BT_WORKER_OK || strncmp(reply, "ok", 2) != 0) {
@@ -302,6 +298,15 @@ static int worker_up(run *r, worker_ctl *wc, bt_err *err)
         return -1;
     }
     return 0;
+}
+
+static int worker_up(run *r, worker_ctl *wc, bt_err *err)
+{
+    if (wc->w)
+        return 0;
+    if (bt_worker_start(&wc->w, wc->exe, r->o->device, r->o->cache_dir, err))
+        return -1;
+    return wc->problem[0] ? set_problem(r, wc, err) : 0;
 }
 
 /* Verifies and times candidate i at the current problem; fills res. */
@@ -325,7 +330,8 @@ static void measure(run *r, worker_ctl *wc, size_t i, int is_default, long M, do
         return;
     }
     cand_csv(r, &r->cands[i].cand, vals, sizeof vals);
-    snprintf(req, sizeof req, "run %s %s %s %.3f\n", r->fam->name, r->cands[i].job.path, vals, prune_us);
+    /* the cubin's path last: the rest of the line, spaces and all */
+    snprintf(req, sizeof req, "run %s %s %.3f %s\n", r->fam->name, vals, prune_us, r->cands[i].job.path);
     bt_worker_status st = bt_worker_call(wc->w, req, reply, sizeof reply, r->o->timeout_s, &err);
     if (st == BT_WORKER_TIMEOUT || st == BT_WORKER_DIED || st == BT_WORKER_ERROR) {
         res->status = st == BT_WORKER_TIMEOUT ? BT_RES_TIMEOUT : BT_RES_FAULT;
@@ -608,16 +614,9 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 /* A new problem (fresh random inputs and reference) for this M, in a running worker or a new one. */
 static int send_problem(run *r, worker_ctl *wc, long M, const bt_shape *s, bt_err *err)
 {
-    char reply[2048];
-    if (!wc->w)
-        return worker_up(r, wc, err);
-    bt_worker_status st = bt_worker_call(wc->w, wc->problem, reply, sizeof reply, 10 * r->o->timeout_s, err);
-    if (st != BT_WORKER_OK || strncmp(reply, "ok", 2) != 0) {
-        if (st == BT_WORKER_OK)
-            bt_fail(err, "setting up M=%ld N=%ld K=%ld on the GPU: %s", M, s->N, s->K, reply);
-        return -1;
-    }
-    return 0;
+    if (!(wc->w ? set_problem(r, wc, err) : worker_up(r, wc, err)))
+        return 0;
+    return bt_wrap(err, "M=%ld N=%ld K=%ld", M, s->N, s->K);
 }
 
 static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err)

@@ -292,13 +292,15 @@ static bt_kernel *find_kernel(wstate *s, const char *path, const bt_family *f, c
 
 static int do_run(wstate *s, const char *args)
 {
-    char fam[32], path[4096], vals[256];
+    char fam[32], vals[256];
     double prune;
+    int at = 0;
     bt_cand c;
     bt_err err = {{0}};
     const bt_family *f;
-    if (sscanf(args, "%31s %4095s %255s %lf", fam, path, vals, &prune) != 4 || !(f = bt_family_find(fam)) ||
-        parse_cand(f, vals, &c)) {
+    /* "FAMILY VALUES PRUNE_US PATH": the cubin's path is the rest of the line */
+    if (sscanf(args, "%31s %255s %lf %n", fam, vals, &prune, &at) != 3 || !args[at] ||
+        !(f = bt_family_find(fam)) || parse_cand(f, vals, &c)) {
         reply("launch bad run request");
         return 0;
     }
@@ -306,7 +308,7 @@ static int do_run(wstate *s, const char *args)
         reply("launch no problem set");
         return 0;
     }
-    bt_kernel *k = find_kernel(s, path, f, &c, &err);
+    bt_kernel *k = find_kernel(s, args + at, f, &c, &err);
     if (!k) {
         reply("launch %s", oneline(&err));
         return 0;
