@@ -195,6 +195,12 @@ TEST(shapes_from_model_errors_name_file_and_field)
          ": head_dim: missing, and hidden_size 4000 is not divisible by num_attention_heads 48"},
         {"{\n  \"hidden_size\": 4096\n  \"intermediate_size\": 1\n}", 1, ":3:3: not valid JSON"},
         {"[4096]", 1, ": expected a JSON object (a Hugging Face config.json)"},
+        /* what no kernel can run: named by the shape it would make */
+        {"{\"hidden_size\": 4100, \"intermediate_size\": 11008, \"num_attention_heads\": 41}", 1,
+         ": qkv_proj (N/tp) at --tp-size 1: K = 4100 is not a multiple of 16 (the kernels copy rows in "
+         "16-byte pieces)"},
+        {"{\"hidden_size\": 2147483647, \"intermediate_size\": 1, \"num_attention_heads\": 1}", 1,
+         ": hidden_size: 2147483647 is over 1048576"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *path = bt_scratch_file("config.json", cases[i].text);

@@ -94,6 +94,11 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     CHECK_CONTAINS(out, "tune: search_spaces/native.yaml is a search space for the native family; pass --family native");
     free(out);
 
+    const char *k100[] = {"--N", "100", "--K", "100", "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, k100), 2);
+    CHECK_CONTAINS(out, "tune: --N/--K: K = 100 is not a multiple of 16");
+    free(out);
+
     const char *bk[] = {"--space", "search_spaces/small.yaml", "--block-k", "64", "--N", "64", "--K", "256",
                         "--dry-run", "--arch", "sm_90a", NULL};
     CHECK_EQ(bt_run_tune(&out, bk), 2);

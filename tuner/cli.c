@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "jit.h"
+#include "shapes.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 /* Sanity limits, far above real models, that keep later size arithmetic from overflowing. */
-#define MAX_DIM 1048576L
 #define MAX_TP 1024L
 #define MAX_BLOCK 1024L
 #define MAX_JOBS 1024L
@@ -248,8 +248,8 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
             return -1;
         o->format = (bt_format)c;
         break;
-    case F_N: return parse_int(flag, v, 1, MAX_DIM, &o->N, err);
-    case F_K: return parse_int(flag, v, 1, MAX_DIM, &o->K, err);
+    case F_N: return parse_int(flag, v, 1, BT_MAX_DIM, &o->N, err);
+    case F_K: return parse_int(flag, v, 1, BT_MAX_DIM, &o->K, err);
     case F_TP:
         if (parse_int(flag, v, 1, MAX_TP, &n, err))
             return -1;
@@ -274,7 +274,7 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
     case F_BLOCK_N: return parse_block(flag, v, &o->block_n, err);
     case F_BLOCK_K: return parse_block(flag, v, &o->block_k, err);
     case F_BATCH:
-        if (bt_parse_int_list(v, MAX_DIM, &o->batch, &o->nbatch, err))
+        if (bt_parse_int_list(v, BT_MAX_DIM, &o->batch, &o->nbatch, err))
             return bt_wrap(err, "%s", flag);
         break;
     case F_TIMEOUT: return parse_timeout(v, &o->timeout_s, err);

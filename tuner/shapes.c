@@ -56,6 +56,17 @@ int bt_shapes_deepseek_v3(int tp, bt_shape **out, int *n, bt_err *err)
     return 0;
 }
 
+int bt_shape_check(const bt_shape *s, bt_err *err)
+{
+    if (s->N < 1 || s->N > BT_MAX_DIM)
+        return bt_fail(err, "N = %ld is outside [1, %ld]", s->N, BT_MAX_DIM);
+    if (s->K < 1 || s->K > BT_MAX_DIM)
+        return bt_fail(err, "K = %ld is outside [1, %ld]", s->K, BT_MAX_DIM);
+    if (s->K % 16 != 0)
+        return bt_fail(err, "K = %ld is not a multiple of 16 (the kernels copy rows in 16-byte pieces)", s->K);
+    return 0;
+}
+
 /* A positive integer field of obj; *out = 0 when it is optional and absent (or null, as some
  * configs write an unset head_dim). */
 static int get_field(const char *path, const cJSON *obj, const char *prefix, const char *name,
@@ -74,6 +85,9 @@ static int get_field(const char *path, const cJSON *obj, const char *prefix, con
         cJSON_free(txt);
         return -1;
     }
+    /* products of two fields then stay far inside a long */
+    if (d > BT_MAX_DIM)
+        return bt_fail(err, "%s: %s%s: %.0f is over %ld", path, prefix, name, d, BT_MAX_DIM);
     *out = (long)d;
     return 0;
 }
@@ -148,6 +162,12 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
     v[1] = (bt_shape){hidden, q_rank * hd, "o_proj (K/tp)"};
     v[2] = (bt_shape){2 * inter / tp, hidden, "gate_up_proj (N/tp)"};
     v[3] = (bt_shape){hidden, inter / tp, "down_proj (K/tp)"};
+    for (int i = 0; i < 4; i++)
+        if (bt_shape_check(&v[i], err)) {
+            bt_wrap(err, "%s: %s at --tp-size %d", path, v[i].label, tp);
+            free(v);
+            goto out;
+        }
     char buf[2048];
     snprintf(buf, sizeof buf,
              "%s%s"

@@ -10,6 +10,13 @@ typedef struct {
     char label[64]; /* what the weight is, e.g. "q_b_proj (N split by tp)" or "down_proj" */
 } bt_shape;
 
+/* N, K (and batch sizes) at most 2^20: the kernels' tile numbers stay 32-bit. */
+#define BT_MAX_DIM 1048576L
+
+/* What every kernel needs of a weight shape: N and K in [1, BT_MAX_DIM] and K a multiple of 16
+ * (rows are copied in 16-byte pieces). The message names the dimension. */
+int bt_shape_check(const bt_shape *s, bt_err *err);
+
 /* DeepSeek-V3's 13 weight shapes at tp (*out: caller frees); fails when tp does not divide a
  * split dimension. Like SGLang's list, it repeats four shapes at tp = 1. */
 int bt_shapes_deepseek_v3(int tp, bt_shape **out, int *n, bt_err *err);

@@ -93,7 +93,7 @@ static int setup_shapes(run *r, bt_err *err)
         r->shapes[0].N = o->N, r->shapes[0].K = o->K;
         snprintf(r->shapes[0].label, sizeof r->shapes[0].label, "--N/--K");
         r->nshapes = 1;
-        return 0;
+        return bt_shape_check(&r->shapes[0], err) ? bt_wrap(err, "--N/--K") : 0;
     }
     if (o->model) {
         char *why = NULL;
