@@ -712,13 +712,21 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     print_summary(r, s, br);
     if (r->o->top > 0)
         print_top(r, br);
-    if (write_config(r, path, br, err) || write_provenance(r, path, s, br, measure_s, err))
-        goto out;
     int any = 0;
     for (int b = 0; b < r->nbatch; b++)
         any |= br[b].done && br[b].best >= 0;
+    if (any && (write_config(r, path, br, err) || write_provenance(r, path, s, br, measure_s, err)))
+        goto out;
     if (any)
         printf("wrote %s (%.0f s measuring)\n", path, measure_s);
+    if (!any && !interrupted) {
+        /* Every candidate failed, faulted or was wrong: the shape failed. Its journal goes, so
+         * that running again tries them all again. */
+        bt_journal_close(j, 1);
+        j = NULL;
+        bt_fail(err, "no candidate was verified at any batch size; nothing written");
+        goto out;
+    }
     if (interrupted) {
         bt_journal_close(j, 0);
         j = NULL;
