@@ -118,6 +118,20 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
         free(out);
     }
 
+    /* A cache that cannot be written is one error, not a compile failure per candidate. */
+    char cache[4200], cmd[8600];
+    snprintf(cache, sizeof cache, "%s/blocked-cache", bt_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/sm_90a' && cd '%s/sm_90a' && for i in $(seq 0 255); do : > $(printf %%02x $i); done",
+             cache, cache);
+    CHECK(system(cmd) == 0);
+    const char *blocked[] = {"--space", "search_spaces/small.yaml", "--N", "256", "--K", "256", "--dry-run", "--arch",
+                             "sm_90a", "--cache-dir", cache, NULL};
+    CHECK_EQ(bt_run_tune(&out, blocked), 1);
+    CHECK_CONTAINS(out, "tune: compile cache: ");
+    CHECK_CONTAINS(out, "not a directory");
+    CHECK(!strstr(out, "compile failed, skipped"));
+    free(out);
+
     char ro[4200];
     snprintf(ro, sizeof ro, "%s/not-a-dir", bt_test_tmpdir());
     FILE *f = fopen(ro, "w");

@@ -156,28 +156,39 @@ static long find_cand(const run *r, const bt_cand *c)
 
 /* Enumerates, rejects what the target cannot run (counting reasons), adds the runtime default
  * config, and compiles everything through the cache. */
+/* Returns -1 for what the space or the flags ask (nothing runnable), -2 when the compile cache
+ * fails; candidates that fail to compile are noted and skipped. */
 static int prepare_candidates(run *r, bt_err *err)
 {
     bt_cand *all = NULL;
     size_t n = 0;
+    char first_why[256] = "";
     if (bt_space_enumerate(&r->space, r->variant.block_n, r->variant.block_k, &all, &n, err))
         return -1;
     r->ncands_total = n;
     r->cands = bt_xcalloc(n + 1, sizeof *r->cands);
     for (size_t i = 0; i < n; i++) {
-        bt_reject why = r->fam->check(&all[i], &r->variant, &r->target, NULL, 0);
+        bt_reject why = r->fam->check(&all[i], &r->variant, &r->target, first_why[0] ? NULL : first_why,
+                                      sizeof first_why);
         r->rejected[why]++;
         if (why == BT_REJ_NONE)
             r->cands[r->ncands++].cand = all[i];
     }
     free(all);
     r->nspace = r->ncands;
+    if (r->nspace == 0 && !r->o->dry_run)
+        return bt_fail(err, "%s: none of the %zu candidates can run on %s (the first: %s; --dry-run counts the "
+                       "rejections)",
+                       r->space_path, n, r->target.arch, first_why);
     /* The runtime's default config for every (shape, M) is measured too, for the speedup the
-     * config file buys (and competes): those the space lacks are compiled as well. */
+     * config file buys (and competes): those the space lacks are compiled as well, where they
+     * can run. */
     for (int s = 0; s < r->nshapes; s++)
         for (int b = 0; b < r->nbatch; b++) {
             bt_cand def;
             r->fam->fallback(r->batch[b], r->shapes[s].N, r->shapes[s].K, &r->target, &def);
+            if (r->fam->check(&def, &r->variant, &r->target, NULL, 0) != BT_REJ_NONE)
+                continue;
             if (find_cand(r, &def) < 0) {
                 r->cands = bt_xrealloc(r->cands, sizeof *r->cands * (r->ncands + 1));
                 memset(&r->cands[r->ncands], 0, sizeof r->cands[0]);
@@ -199,7 +210,11 @@ static int prepare_candidates(run *r, bt_err *err)
     }
     bt_progress_stage(r->prog, "compiling", r->target.arch);
     double t0 = bt_now();
-    int rc = bt_jit_run(r->jit, jobs, nc, r->o->jobs, jit_progress, r, err);
+    int rc = 0;
+    if (bt_jit_run(r->jit, jobs, nc, r->o->jobs, jit_progress, r, err)) {
+        bt_wrap(err, "compile cache");
+        rc = -2;
+    }
     r->compile_s = bt_now() - t0;
     for (size_t i = 0; i < nc; i++) {
         r->cands[i].job = jobs[i];
@@ -207,7 +222,7 @@ static int prepare_candidates(run *r, bt_err *err)
             r->cached++;
         else if (jobs[i].status == BT_JIT_COMPILED)
             r->compiled_now++;
-        else if (jobs[i].status == BT_JIT_FAILED) {
+        else if (jobs[i].status == BT_JIT_FAILED && !rc) { /* (a failed cache fails them all: err says why) */
             char desc[256];
             r->failed++;
             bt_cand_format(r->fam, &r->cands[i].cand, desc, sizeof desc);
@@ -796,8 +811,10 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         goto out;
     }
     r.prog = bt_progress_new(stderr, -1, o->quiet, 0);
-    if (prepare_candidates(&r, err)) {
-        code = BT_EXIT_USAGE; /* an empty space or a bad BLOCK_SIZE_K is the file's fault */
+    int prep = prepare_candidates(&r, err);
+    if (prep) {
+        /* an empty space, a bad BLOCK_SIZE_K or nothing runnable on --arch is the input's fault */
+        code = prep == -1 ? BT_EXIT_USAGE : BT_EXIT_FAIL;
         goto out;
     }
     bt_progress_free(r.prog);
