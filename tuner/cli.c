@@ -146,10 +146,15 @@ static int parse_block(const char *flag, const char *s, int *out, bt_err *err)
 static int parse_timeout(const char *s, double *out, bt_err *err)
 {
     char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0)
+    /* decimal seconds only (strtod also reads hex, exponents, "inf" and leading blanks), at
+     * least 1 ms */
+    if (!*s || strspn(s, "0123456789.") != strlen(s))
         return bt_fail(err, "--timeout: '%s' is not a positive number of seconds", s);
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v) || v <= 0)
+        return bt_fail(err, "--timeout: '%s' is not a positive number of seconds", s);
+    if (v < 1e-3)
+        return bt_fail(err, "--timeout: '%s' is under a millisecond", s);
     if (v > MAX_TIMEOUT_S)
         return bt_fail(err, "--timeout: '%s' is too large (at most %.0f seconds)", s,
                        MAX_TIMEOUT_S);

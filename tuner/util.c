@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -195,7 +196,8 @@ int bt_check_writable_dir(const char *dir, bt_err *err)
 
 int bt_parse_long(const char *s, long min, long max, long *out)
 {
-    if (!s || !*s)
+    /* digits, with a minus sign at most: strtol alone would take " 5" and "+5" */
+    if (!s || !(isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1]))))
         return -1;
     char *end;
     errno = 0;
@@ -218,6 +220,10 @@ int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err)
     long *vals = NULL;
     char *copy = bt_strdup(s), *save = NULL;
     if (!*s || s[strlen(s) - 1] == ',') {
+        bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
+        goto out;
+    }
+    if (s[0] == ',' || strstr(s, ",,")) { /* strtok_r would pass over the empty item */
         bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
         goto out;
     }
