@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "configio.h"
 #include "harness.h"
 
@@ -438,6 +440,9 @@ TEST(configio_concurrent_merges_lose_no_entries)
         bt_config_set(&one, base + i, &c);
         failed |= bt_config_merge_write(path, classic, &one, &err) != 0;
         bt_config_free(&one);
+        cJSON *run = cJSON_CreateObject(); /* and each one's provenance */
+        cJSON_AddNumberToObject(run, "batch", (double)(base + i));
+        failed |= bt_sidecar_append(path, run, &err) != 0;
     }
     if (pid == 0)
         _exit(failed);
@@ -449,8 +454,36 @@ TEST(configio_concurrent_merges_lose_no_entries)
     bt_err err;
     CHECK_EQ(bt_config_read(path, classic, &got, &err), 0);
     CHECK_EQ(got.n, 2 * ROUNDS);
-    CHECK_EQ(count_dir_entries(dir), 1);
+    CHECK_EQ(count_dir_entries(dir), 2);
     bt_config_free(&got);
+    char side[4300];
+    CHECK_EQ(bt_sidecar_path(side, sizeof side, path), 0);
+    cJSON *root = bt_json_read(side, &err);
+    CHECK(root != NULL);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(root, "runs")), 2 * ROUNDS);
+    cJSON_Delete(root);
+}
+
+/* A sidecar that is not {"runs": [...]} is someone's file: left as is, and the append fails. */
+TEST(configio_sidecar_append_keeps_a_foreign_file)
+{
+    const char *dir = scratch_dir("sidecar");
+    char path[4200], side[4300];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    CHECK_EQ(bt_sidecar_path(side, sizeof side, path), 0);
+    bt_err err = {{0}};
+    FILE *f = fopen(side, "w");
+    if (f) {
+        fputs("{\"notes\": \"mine\"}\n", f);
+        fclose(f);
+    }
+    CHECK_EQ(bt_sidecar_append(path, cJSON_CreateObject(), &err), -1);
+    char expect[4400];
+    snprintf(expect, sizeof expect, "%s: expected an object with a \"runs\" list (existing file left as is)", side);
+    CHECK_STREQ(err.msg, expect);
+    char *after = slurp(side);
+    CHECK_STREQ(after, "{\"notes\": \"mine\"}\n");
+    free(after);
 }
 
 TEST(configio_nearest_batch_ties_to_smaller)

@@ -269,6 +269,15 @@ static int lock_dir(const char *path, int *fd, bt_err *err)
     return 0;
 }
 
+static int left_as_is(bt_err *err)
+{
+    if (err) {
+        size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, " (existing file left as is)");
+    }
+    return -1;
+}
+
 int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
                           bt_err *err)
 {
@@ -280,10 +289,7 @@ int bt_config_merge_write(const char *path, const bt_family *f, const bt_config 
         return -1;
     if (stat(path, &st) == 0) {
         if (bt_config_read(path, f, &merged, err)) {
-            if (err) {
-                size_t used = strlen(err->msg);
-                snprintf(err->msg + used, sizeof err->msg - used, " (existing file left as is)");
-            }
+            left_as_is(err);
             goto out;
         }
     } else if (errno != ENOENT) {
@@ -298,5 +304,56 @@ out:
     free(text);
     bt_config_free(&merged);
     close(lock_fd); /* releases the lock */
+    return rc;
+}
+
+int bt_sidecar_append(const char *config_path, cJSON *run, bt_err *err)
+{
+    int rc = -1, lock_fd = -1;
+    char path[4096], *text = NULL, *withnl = NULL;
+    cJSON *root = NULL, *runs;
+    struct stat st;
+    if (bt_sidecar_path(path, sizeof path, config_path)) {
+        bt_fail(err, "%s: path too long", config_path);
+        goto out;
+    }
+    if (lock_dir(path, &lock_fd, err))
+        goto out;
+    if (stat(path, &st) == 0) {
+        if (!(root = bt_json_read(path, err))) {
+            left_as_is(err);
+            goto out;
+        }
+        if (!cJSON_IsObject(root) || !cJSON_IsArray(cJSON_GetObjectItem(root, "runs"))) {
+            bt_fail(err, "%s: expected an object with a \"runs\" list", path);
+            left_as_is(err);
+            goto out;
+        }
+    } else if (errno != ENOENT) {
+        bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
+        goto out;
+    } else {
+        root = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, "runs", cJSON_CreateArray());
+    }
+    runs = cJSON_GetObjectItem(root, "runs");
+    cJSON_AddItemToArray(runs, run);
+    run = NULL;
+    if (!(text = cJSON_Print(root))) {
+        bt_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t len = strlen(text);
+    withnl = bt_xmalloc(len + 2);
+    memcpy(withnl, text, len);
+    withnl[len] = '\n', withnl[len + 1] = '\0';
+    rc = bt_write_file_atomic(path, withnl, len + 1, err);
+out:
+    cJSON_Delete(run);
+    cJSON_Delete(root);
+    free(withnl);
+    free(text);
+    if (lock_fd >= 0)
+        close(lock_fd); /* releases the lock */
     return rc;
 }

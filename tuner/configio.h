@@ -48,9 +48,15 @@ const bt_config_entry *bt_config_nearest(const bt_config *c, long M);
  * does not end in ".json"). -1 when buf is too small. */
 int bt_sidecar_path(char *buf, size_t n, const char *config_path);
 
+/* Appends one run's provenance (a JSON object; ownership passes, also on failure) to the
+ * config's sidecar, under the directory lock of bt_config_merge_write, so that tuners writing
+ * side by side lose no runs. An existing sidecar that is not {"runs": [...]} is left as is and
+ * the call fails. */
+struct cJSON;
+int bt_sidecar_append(const char *config_path, struct cJSON *run, bt_err *err);
+
 /* Reads and parses a JSON file (the caller owns the result: cJSON_Delete). A syntax error is
  * one line naming path:line:col. Shared with shapes.c; the type stays opaque here. */
-struct cJSON;
 struct cJSON *bt_json_read(const char *path, bt_err *err);
 
 #endif

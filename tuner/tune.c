@@ -466,21 +466,7 @@ static void iso_date(char *buf, size_t n)
 static int write_provenance(run *r, const char *config_path, const bt_shape *s, const batch_result *br,
                             double measure_s, bt_err *err)
 {
-    char path[4096], date[64];
-    int rc = -1;
-    if (bt_sidecar_path(path, sizeof path, config_path))
-        return bt_fail(err, "%s: path too long", config_path);
-    cJSON *root = NULL, *runs;
-    char *old = NULL;
-    if (file_exists(path) && bt_read_file(path, &old, NULL, NULL) == 0)
-        root = cJSON_Parse(old);
-    free(old);
-    if (!root || !cJSON_IsObject(root) || !cJSON_IsArray(cJSON_GetObjectItem(root, "runs"))) {
-        cJSON_Delete(root);
-        root = cJSON_CreateObject();
-        cJSON_AddItemToObject(root, "runs", cJSON_CreateArray());
-    }
-    runs = cJSON_GetObjectItem(root, "runs");
+    char date[64];
     cJSON *run_o = cJSON_CreateObject();
     iso_date(date, sizeof date);
     cJSON_AddStringToObject(run_o, "tool", "blocktune " BT_VERSION);
@@ -528,22 +514,7 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
         cJSON_AddNumberToObject(e, "wrong", br[b].wrong);
         cJSON_AddNumberToObject(e, "failed", br[b].failed);
     }
-    cJSON_AddItemToArray(runs, run_o);
-    char *text = cJSON_Print(root);
-    if (!text) {
-        bt_fail(err, "%s: out of memory", path);
-        goto out;
-    }
-    size_t len = strlen(text);
-    char *withnl = bt_xmalloc(len + 2);
-    memcpy(withnl, text, len);
-    withnl[len] = '\n', withnl[len + 1] = '\0';
-    rc = bt_write_file_atomic(path, withnl, len + 1, err);
-    free(withnl);
-    free(text);
-out:
-    cJSON_Delete(root);
-    return rc;
+    return bt_sidecar_append(config_path, run_o, err);
 }
 
 /* Writes the config for the batch sizes finished so far (merging into an existing file). */
