@@ -342,16 +342,10 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
 {
     using namespace bt;
     using namespace bt::classic;
-#ifdef BT_TEST_FAULT // planted by the tuner's robustness tests: an illegal address
-    *(volatile int *)(~0ull - 63) = 1;
-#endif
-#ifdef BT_TEST_HANG // planted by the tuner's robustness tests: a kernel that never returns
-    for (;;)
-        __nanosleep(1000); // an asm side effect: the compiler may not drop the loop
-#endif
+    test_plants();
     extern __shared__ u8 dyn[];
     // Operand tiles start on a whole swizzle pattern: align the dynamic base up to 1 KiB.
-    u8 *base = dyn + ((BT_CL_ALIGN - smem_addr(dyn) % BT_CL_ALIGN) % BT_CL_ALIGN);
+    u8 *base = aligned_dyn<BT_CL_ALIGN>(dyn);
     const u32 smem = smem_addr(base);
 
     Problem p = {A, B, As, Bs, C, M, N, K, (K + QBK - 1) / QBK};

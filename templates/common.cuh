@@ -33,6 +33,24 @@ __device__ __forceinline__ u32 smem_addr(const void *p)
     return (u32)__cvta_generic_to_shared(p);
 }
 
+// The dynamic shared memory's start rounded up to ALIGN bytes (the launch adds ALIGN to the size).
+template <int ALIGN> __device__ __forceinline__ u8 *aligned_dyn(u8 *dyn)
+{
+    return dyn + (ALIGN - smem_addr(dyn) % ALIGN) % ALIGN;
+}
+
+// The tuner's robustness tests (tune.c) plant a fault or a hang at a kernel's entry.
+__device__ __forceinline__ void test_plants()
+{
+#ifdef BT_TEST_FAULT
+    *(volatile int *)(~0ull - 63) = 1; // an illegal address
+#endif
+#ifdef BT_TEST_HANG
+    for (;;)
+        __nanosleep(1000); // an asm side effect: the compiler may not drop the loop
+#endif
+}
+
 // 16-byte asynchronous global->shared copy; src_bytes 0 fills the destination with zeros,
 // which is how tiles past the matrix edge read as zero without a branch in the main loop.
 __device__ __forceinline__ void cp_async16(u32 dst, const void *src, bool valid)

@@ -226,15 +226,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
 {
     using namespace bt;
     using namespace bt::native;
-#ifdef BT_TEST_FAULT // planted by the tuner's robustness tests: an illegal address
-    *(volatile int *)(~0ull - 63) = 1;
-#endif
-#ifdef BT_TEST_HANG // planted by the tuner's robustness tests: a kernel that never returns
-    for (;;)
-        __nanosleep(1000); // an asm side effect: the compiler may not drop the loop
-#endif
+    test_plants();
     extern __shared__ u8 dyn[];
-    const u32 base = smem_addr(dyn + ((BT_NV_ALIGN - smem_addr(dyn) % BT_NV_ALIGN) % BT_NV_ALIGN));
+    const u32 base = smem_addr(aligned_dyn<BT_NV_ALIGN>(dyn));
     const u32 full0 = base + OFF_BAR, empty0 = full0 + 8 * STAGES;
     const u32 reduced = empty0 + 8 * STAGES, slot_free = reduced + 8;
     // The warpgroup, broadcast from lane 0 so that the compiler knows it is the same across the
