@@ -1,7 +1,7 @@
 // The native W8A8 block-scaled GEMM for Hopper (sm_90a), same inputs and result as the classic
 // kernel, free of Triton's shape of things:
 //
-// - persistent: a grid of at most one block per SM walks the output tiles in grouped order;
+// - persistent: a grid of at most BT_OCC blocks per SM walks the output tiles in grouped order;
 // - warp-specialized: one producer warpgroup, one thread of which drives the TMA copy engine
 //   through a BT_STAGES-deep ring of shared-memory slots guarded by full/empty mbarriers, and
 //   BT_BM / 64 consumer warpgroups, each computing a 64 x BT_BN slab with wgmma;
@@ -21,11 +21,12 @@
 //   which drain while the consumers already run the next tile (the producer has been filling
 //   the ring with it); fp32 outputs are stored straight from registers.
 //
-// BT_BN may be any multiple of 8 up to 256 (16 with clusters), so tiles can be sized to fill all
-// SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES, BT_GM, BT_CLUSTER (1 or
-// 2), BT_SPLIT (1, 2 or 4; not with BT_CLUSTER 2), BT_QBN, BT_QBK (the K step; 64 or 128),
-// BT_IN_INT8, BT_INT8_CONVERT (0 or 1, see partial_f32), BT_OCC (CTAs per SM: 1, or 2 for
-// small tiles, two rings per SM that each keep a share of the register file), BT_OUT.
+// BT_BN may be any multiple of 8 up to 256 (of 16 with clusters, and for INT8 above 32), so tiles
+// can be sized to fill all SMs. Compile-time parameters: BT_BM (64 or 128), BT_BN, BT_STAGES (at
+// least 2), BT_GM, BT_CLUSTER (1 or 2), BT_SPLIT (1, 2 or 4; not with BT_CLUSTER 2), BT_QBN,
+// BT_QBK (the K step; 64 or 128), BT_IN_INT8, BT_INT8_CONVERT (0 or 1, see partial_f32), BT_OCC
+// (CTAs per SM: 1, or 2 for small tiles, two rings per SM that each keep a share of the register
+// file), BT_OUT.
 #include "async.cuh"
 #include "common.cuh"
 #include "native_layout.h"
@@ -67,7 +68,10 @@ constexpr int OFFSET_GROUP = DOUBLE && NBS == 1 ? 8 : 1;
 // blocks (a chain) before the wgmma starts it from zero again: see partial_f32.
 constexpr bool CHAIN = OFFSET && OFFSET_GROUP > 1;
 static_assert(BM % 64 == 0 && BM <= 128, "one or two m64 consumer slabs");
-static_assert(BN % 8 == 0 && BN <= 256, "wgmma N");
+static_assert(BN % 8 == 0 && BN <= 256 && (!INT8 || BN <= 32 || BN % 16 == 0), "wgmma N");
+// One stage cannot run: with two partials a K block's full slot is waited for before the one
+// before it is released.
+static_assert(STAGES >= 2, "ring depth");
 static_assert(BK == 64 || BK == 128, "one swizzle row per K step");
 static_assert(QBN % 8 == 0, "a thread's column pair shares a weight-scale block");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
@@ -319,7 +323,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         if (tid == 0) {
             prefetch_tensor_map(&tmA);
             prefetch_tensor_map(&tmB);
-            int stage = early % STAGES, phase = early && STAGES == 1;
+            int stage = early, phase = 0;
             for (int u = cluster; u < units; u += clusters) {
                 int tm, tn;
                 unit_tile(u, tm, tn);

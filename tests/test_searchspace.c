@@ -577,6 +577,17 @@ TEST(searchspace_bad_constraints)
                  "11:14: divides: names no parameter of the classic family");
 }
 
+/* A native ring of one stage would deadlock (two partials wait on the next slot before
+ * releasing theirs): refused where the space is read. */
+TEST(searchspace_native_ring_needs_two_stages)
+{
+    expect_error(t,
+                 "name: t\nfamily: native\nbatch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [128]\n"
+                 "  BLOCK_SIZE_N: [128]\n  num_stages: [1, 4]\n  GROUP_SIZE_M: [4]\n  CLUSTER_M: [1]\n"
+                 "  SPLIT_K: [1]\n",
+                 "7:16: num_stages: 1 is outside [2, 16]");
+}
+
 /* A parameter the family marks optional (the native INT8_CONVERT and CTAS_PER_SM) may be left
  * out, and then takes its default alone; one whose range starts at 0 takes 0 but no negative
  * value and no constraint, and CTAS_PER_SM nothing outside 1-2. */

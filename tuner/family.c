@@ -177,7 +177,7 @@ static const bt_param_def native_params[NV_NPARAM] = {
     {.key = "BLOCK_SIZE_M", .pow2 = 1, .min = 64, .max = 128,
      .help = "rows of C per tile: 64 per consumer warpgroup"},
     {.key = "BLOCK_SIZE_N", .pow2 = 0, .min = 8, .max = 256, .help = "columns of C per tile, a multiple of 8"},
-    {.key = "num_stages", .pow2 = 0, .min = 1, .max = 16, .help = "TMA ring depth"},
+    {.key = "num_stages", .pow2 = 0, .min = 2, .max = 16, .help = "TMA ring depth"},
     {.key = "GROUP_SIZE_M", .pow2 = 0, .min = 1, .max = 1024, .help = "rows of tiles visited together for L2 reuse"},
     {.key = "CLUSTER_M", .pow2 = 1, .min = 1, .max = 2,
      .help = "CTAs on adjacent row tiles sharing each B tile by TMA multicast"},
