@@ -632,6 +632,9 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     snprintf(h.arch, sizeof h.arch, "%s", r->target.arch);
     bt_space_digest(&r->space, h.space_digest);
     snprintf(h.launch, sizeof h.launch, "%s", r->o->pdl ? "programmatic" : "stream");
+    if (!r->o->resume && file_exists(jpath))
+        bt_progress_note(r->prog, "starting over: %s holds an interrupted run of this shape, which --resume would "
+                                  "have continued", jpath);
     if (bt_journal_open(jpath, &h, r->o->resume, &j, &prior, &nprior, r->fam, err))
         goto out;
     if (nprior)
