@@ -41,6 +41,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a GPU worker that died shows on its pipe as an error, not a signal */
     int code = bt_tune(&o, &stop_requested, &err);
     if (code != BT_EXIT_OK)
         fprintf(stderr, "tune: %s\n", err.msg);

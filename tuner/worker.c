@@ -52,7 +52,6 @@ int bt_worker_start(bt_worker **out, const char *exe, int device, const char *ca
     close(in[0]), close(outp[1]);
     bt_worker *w = bt_xcalloc(1, sizeof *w);
     w->pid = pid, w->to = in[1], w->from = outp[0];
-    signal(SIGPIPE, SIG_IGN); /* a dead worker shows as EOF, not a signal */
     *out = w;
     return 0;
 fail:

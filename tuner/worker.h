@@ -27,7 +27,8 @@ typedef enum {
     BT_WORKER_TIMEOUT, /* no answer in time: killed */
 } bt_worker_status;
 
-/* Starts `exe --worker --device D --cache-dir DIR`. */
+/* Starts `exe --worker --device D --cache-dir DIR`. The process ignores SIGPIPE (main.c), so
+ * that a request to a worker that died fails instead of killing it. */
 int bt_worker_start(bt_worker **out, const char *exe, int device, const char *cache_dir, bt_err *err);
 /* Sends one request line and waits up to timeout_s for one reply line. */
 bt_worker_status bt_worker_call(bt_worker *w, const char *request, char *reply, size_t n,
