@@ -485,7 +485,7 @@ TEST(searchspace_bad_integers)
     expect_error(t, "name: t\nbatch_sizes: [99999999999999999999]\n" PARAMS,
                  "2:15: batch_sizes: 99999999999999999999 is out of range");
     expect_error(t, "name: t\nbatch_sizes: [4294967296]\n" PARAMS,
-                 "2:15: batch_sizes: 4294967296 is too large (at most 2147483647)");
+                 "2:15: batch_sizes: 4294967296 is outside [1, 1048576]");
     expect_error(t, "name: t\nbatch_sizes: [[1]]\n" PARAMS,
                  "2:15: batch_sizes: expected an integer, found a list");
     expect_error(t, "name: t\nbatch_sizes: [1, ~]\n" PARAMS,

@@ -1,4 +1,5 @@
 #include "searchspace.h"
+#include "shapes.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -435,7 +436,9 @@ static int parse_space(const ctx *c, const yaml_node_t *root, bt_space *s)
         if (!(s->family = bt_family_find(str)))
             return fail_at(c, top[K_FAMILY], "family", "unknown family \"%s\"", clip(str, cl));
     }
-    if (get_value_list(c, top[K_BATCH], "batch_sizes", NULL, &s->batch, NULL, &s->nbatch))
+    /* the range --batch-sizes takes */
+    static const bt_param_def batch_def = {.key = "batch_sizes", .min = 1, .max = BT_MAX_DIM};
+    if (get_value_list(c, top[K_BATCH], "batch_sizes", &batch_def, &s->batch, NULL, &s->nbatch))
         return -1;
     qsort(s->batch, (size_t)s->nbatch, sizeof *s->batch, cmp_long);
     if (parse_params(c, top[K_PARAMS], s))
