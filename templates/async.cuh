@@ -141,7 +141,7 @@ __device__ __forceinline__ void tma_store_2d(const tensor_map *map, u32 src, int
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until this thread's committed stores have read their shared memory (it may be reused)...
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-// ... or have completed, which the CTA must see before it exits.
+// ... or have completed, their writes done too.
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // Counts one arrival on bar once every cp.async this thread issued before has landed; the

@@ -73,7 +73,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 }
 
 // Makes this thread's generic-proxy shared-memory writes (cp.async included) visible to the
-// async proxy that wgmma reads through; needed before the barrier that precedes the wgmma.
+// async proxy, which wgmma and TMA stores read through; needed before the barrier that precedes
+// the wgmma or the store.
 __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -46,8 +46,9 @@ constexpr int NC = bt_nv_consumers(BM), THREADS = bt_nv_threads(BM);
 // Registers per thread after setmaxnreg. Reallocation only moves registers within the CTA's
 // launch allocation (168 per thread for 384 threads, 232 for 256): the producer gives up what
 // the consumers take, 128 * (168 - 56) = 256 * (224 - 168) with two consumer warpgroups. With
-// two CTAs per SM the launch gives each thread its share of half the register file, and no
-// reallocation takes place.
+// one (64-row tiles) the consumers already have their 232 and nothing moves. With two CTAs per
+// SM the launch gives each thread its share of half the register file, and no reallocation
+// takes place.
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = bt_nv_consumer_regs(BM, OCC);
 // Two K-block partials: K block kb + 1's wgmma is issued before kb's partial is promoted.
 constexpr bool DOUBLE = bt_nv_double_partial(BM, BN, OCC);
@@ -431,7 +432,8 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
         int stage = 0, phase = 0, red_phase = 0;
         // Two consumer warpgroups take turns issuing wgmma (named barriers 1 and 2, the second
         // one's first turn granted here), so one promotes its partial while the tensor cores
-        // run the other's instead of both finishing, and promoting, together.
+        // run the other's instead of both finishing, and promoting, together. (The last turn
+        // granted is never taken: the CTA exits with that arrival pending, which ends with it.)
         if (NC == 2 && wg == 1)
             named_arrive(1, 256);
         for (int u = cluster; u < units; u += clusters) {
@@ -458,8 +460,10 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             for (int i = 0; i < NBS; i++)
                 off_top[i] = off_bot[i] = 0.f;
 
-            // One K block's scales, read from its slot once the slot is full; they leave the
-            // slot before it is released.
+            // One K block's scales, loaded from its slot once the slot is full. Thread 0 releases
+            // the slot a whole wgmma later, and its arrival orders only its own accesses: the
+            // other threads' loads are done by then in practice, not by a guarantee (as where
+            // one thread releases a slot after wgmma_wait in CUTLASS).
             struct scales {
                 float a0, a1, b[NBS];
             };
@@ -707,7 +711,7 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             }
         }
         if (staged && tid == 0)
-            bulk_wait(); // the slab must outlive the stores
+            bulk_wait(); // the slab must outlive the stores' reads (waiting for .read only measured the same)
     }
     // No CTA may leave while a peer can still arrive on its barriers or write into it.
     if (CTAS > 1) {
