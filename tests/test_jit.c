@@ -367,7 +367,7 @@ typedef struct {
     int off_thread, backwards;
 } progress_log;
 
-static void on_progress(void *ud, size_t done, size_t total)
+static int on_progress(void *ud, size_t done, size_t total)
 {
     progress_log *p = ud;
     if (!pthread_equal(pthread_self(), p->caller))
@@ -377,6 +377,7 @@ static void on_progress(void *ud, size_t done, size_t total)
     p->calls++;
     p->last = done;
     p->total = total;
+    return 0;
 }
 
 TEST(jit_parallel_run_reports_progress)
@@ -412,6 +413,43 @@ TEST(jit_parallel_run_reports_progress)
         CHECK_EQ(jobs[i].status, BT_JIT_CACHED);
     CHECK_EQ(p.last, N + 1);
     CHECK(!p.off_thread && !p.backwards);
+    bt_jit_close(j);
+}
+
+static int stop_at_once(void *ud, size_t done, size_t total)
+{
+    (void)done, (void)total;
+    ++*(int *)ud;
+    return 1;
+}
+
+/* A progress callback that asks to stop (Ctrl-C in tune): no job starts after it, and those not
+ * started stay pending; what finished is compiled and cached. */
+TEST(jit_progress_can_stop_the_run)
+{
+    bt_jit *j = open_jit(t, cache_dir("stopped"), "sm_90a");
+    if (!j)
+        return;
+    enum { N = 8 };
+    char src[N][256];
+    bt_jit_job jobs[N];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N; i++) {
+        snprintf(src[i], sizeof src[i], KERNEL("o[threadIdx.x] = a[threadIdx.x] + %d.f;"), i + 1);
+        jobs[i].source = src[i];
+    }
+    int calls = 0, compiled = 0, pending = 0;
+    bt_err err;
+    CHECK_EQ(bt_jit_run(j, jobs, N, 2, stop_at_once, &calls, &err), 0);
+    for (int i = 0; i < N; i++) {
+        compiled += jobs[i].status == BT_JIT_COMPILED;
+        pending += jobs[i].status == BT_JIT_PENDING;
+    }
+    CHECK_EQ(compiled + pending, N);
+    /* the first, and at most one more per thread: the one it took before the stop was seen */
+    CHECK(compiled >= 1 && compiled <= 4);
+    CHECK(pending >= N - 4);
+    CHECK(calls >= 1 && calls <= 4);
     bt_jit_close(j);
 }
 

@@ -79,6 +79,34 @@ TEST(tune_dry_run_lists_deepseek_shapes)
     free(out);
 }
 
+/* Ctrl-C while compiling stops the compiles within about one compile's time, and the run
+ * says it was interrupted (exit 130) instead of printing a partial table. */
+TEST(tune_ctrl_c_stops_the_compiles)
+{
+    char dir[4200], cmd[16384];
+    snprintf(dir, sizeof dir, "%s/ctrl-c", bt_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir -p '%s' && { '%s' --dry-run --arch sm_90a --N 7168 --K 2304 --cache-dir '%s/cache' "
+             "-j 1 > '%s/out' 2>&1 & pid=$!; sleep 1; kill -INT $pid; start=$(date +%%s); wait $pid; "
+             "echo $? $(( $(date +%%s) - start )) > '%s/rc'; }",
+             bt_test_root(), dir, bt_test_tune(), dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    char path[4300], *rc = NULL, *out = NULL;
+    bt_err err;
+    snprintf(path, sizeof path, "%s/rc", dir);
+    CHECK_EQ(bt_read_file(path, &rc, NULL, &err), 0);
+    int code = -1, secs = -1;
+    CHECK(rc && sscanf(rc, "%d %d", &code, &secs) == 2);
+    CHECK_EQ(code, 130);
+    CHECK(secs >= 0 && secs <= 10);
+    snprintf(path, sizeof path, "%s/out", dir);
+    CHECK_EQ(bt_read_file(path, &out, NULL, &err), 0);
+    CHECK_CONTAINS(out, "tune: interrupted while compiling");
+    CHECK(out && !strstr(out, "runnable"));
+    free(rc);
+    free(out);
+}
+
 TEST(tune_run_errors_are_one_line_with_exit_codes)
 {
     char *out = NULL;

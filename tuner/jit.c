@@ -393,6 +393,7 @@ typedef struct {
     const size_t *todo;   /* job indices to process: one per distinct key */
     const size_t *weight; /* jobs each of them stands for (itself and its duplicates) */
     size_t ntodo, next, done;
+    int active, stop; /* threads not yet finished; no job starts once stop is set */
     int cache_failed;
     bt_err cache_err; /* the first cache write failure */
     pthread_mutex_t mu;
@@ -433,18 +434,19 @@ static void run_job(pool *p, bt_jit_job *job)
 static void *worker(void *arg)
 {
     pool *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        size_t k = p->next < p->ntodo ? p->next++ : p->ntodo;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop && p->next < p->ntodo) {
+        size_t k = p->next++;
         pthread_mutex_unlock(&p->mu);
-        if (k == p->ntodo)
-            return NULL;
         run_job(p, &p->jobs[p->todo[k]]);
         pthread_mutex_lock(&p->mu);
         p->done += p->weight[k];
         pthread_cond_signal(&p->cv);
-        pthread_mutex_unlock(&p->mu);
     }
+    p->active--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
 }
 
 typedef struct {
@@ -460,7 +462,7 @@ static int cmp_key(const void *a, const void *b)
 }
 
 int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
-               void (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err)
+               int (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err)
 {
     int rc = -1, started = 0;
     pthread_t *tids = NULL;
@@ -504,8 +506,14 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
         threads = (int)p.ntodo;
     tids = bt_xcalloc((size_t)threads, sizeof *tids);
     for (int t = 0; t < threads; t++) {
+        pthread_mutex_lock(&p.mu);
+        p.active++;
+        pthread_mutex_unlock(&p.mu);
         int e = pthread_create(&tids[t], NULL, worker, &p);
         if (e) {
+            pthread_mutex_lock(&p.mu);
+            p.active--;
+            pthread_mutex_unlock(&p.mu);
             if (started == 0) {
                 bt_fail(err, "cannot start compile threads: %s", strerror(e));
                 goto out;
@@ -516,21 +524,24 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
     }
 
     pthread_mutex_lock(&p.mu);
-    for (size_t reported = 0; reported < n;) {
-        while (p.done == reported)
+    for (size_t reported = 0;;) {
+        while (p.done == reported && p.active > 0)
             pthread_cond_wait(&p.cv, &p.mu);
+        if (p.done == reported) /* every thread has finished */
+            break;
         reported = p.done;
         if (progress) {
             pthread_mutex_unlock(&p.mu);
-            progress(ud, reported, n);
+            int stop = progress(ud, reported, n);
             pthread_mutex_lock(&p.mu);
+            p.stop |= stop != 0;
         }
     }
     pthread_mutex_unlock(&p.mu);
 
     for (size_t i = 0; i < n; i++) {
         const bt_jit_job *l = &jobs[leader[i]];
-        if (leader[i] == i)
+        if (leader[i] == i || l->status == BT_JIT_PENDING) /* (not started: stopped) */
             continue;
         jobs[i].status = l->status == BT_JIT_FAILED ? BT_JIT_FAILED : BT_JIT_CACHED;
         jobs[i].regs = l->regs;

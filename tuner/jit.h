@@ -43,10 +43,10 @@ void bt_jit_close(bt_jit *j);
  * ends CACHED, COMPILED or FAILED. Jobs start zeroed apart from name and source; a job's
  * outputs from an earlier run are released and reset. Jobs with identical sources compile
  * once (the others end CACHED). progress (may be NULL) is called from the calling thread as
- * jobs finish. Returns 0 unless the cache itself is unusable; per-job failures are in the
- * jobs. */
+ * jobs finish; when it returns nonzero no job starts after it, and those not started stay
+ * PENDING. Returns 0 unless the cache itself is unusable; per-job failures are in the jobs. */
 int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
-               void (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err);
+               int (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err);
 
 /* What in a successful compile's log makes the kernel unfit to run, or NULL: ptxas saying it
  * serialized the wgmma pipeline (its C7510-C7520 performance notes), which leaves a kernel

@@ -140,10 +140,12 @@ static int setup_target(run *r, bt_err *err)
     return bt_target_from_device(&r->dev, &r->target, err);
 }
 
-static void jit_progress(void *ud, size_t done, size_t total)
+/* Shows the compiles' progress, and stops them at Ctrl-C. */
+static int jit_progress(void *ud, size_t done, size_t total)
 {
     run *r = ud;
     bt_progress_update(r->prog, 0, (long)done, (long)total);
+    return *r->stop != 0;
 }
 
 static long find_cand(const run *r, const bt_cand *c)
@@ -786,6 +788,11 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     }
     r.prog = bt_progress_new(stderr, -1, o->quiet, 0);
     int prep = prepare_candidates(&r, err);
+    if (*stop) {
+        code = BT_EXIT_INTERRUPTED;
+        bt_fail(err, "interrupted while compiling (what compiled is cached)");
+        goto out;
+    }
     if (prep) {
         /* an empty space, a bad BLOCK_SIZE_K or nothing runnable on --arch is the input's fault */
         code = prep == -1 ? BT_EXIT_USAGE : BT_EXIT_FAIL;
