@@ -435,7 +435,7 @@ static void *worker(void *arg)
 {
     pool *p = arg;
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && p->next < p->ntodo) {
+    while (!p->stop && !p->cache_failed && p->next < p->ntodo) { /* (a failed cache fails the run) */
         size_t k = p->next++;
         pthread_mutex_unlock(&p->mu);
         run_job(p, &p->jobs[p->todo[k]]);
