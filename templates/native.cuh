@@ -374,8 +374,9 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             // a multiple of 4096) they all fall in one L1 bank, with ks = 56 in four, so the
             // copies above serialize 8- to 32-fold in the L1 data path that the tensor cores'
             // operands share (K = 16384 ran 10% slower per K block than K = 16512). Each lane
-            // instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load and
-            // stores one column per stage. The loads block the warp, which costs more than the
+            // instead loads K blocks kb .. kb + 3 of its two rows with one 16-byte load (four
+            // loads where a split-K share starts off a multiple of 4) and stores one column per
+            // stage. The loads block the warp, which costs more than the
             // conflicts when there are few K blocks (K = 512) and at small M, where the tiles
             // are 64 rows and the copies stay.
             const int lane = tid % 32, w = tid / 32 - 1, nblocks = (N + QBN - 1) / QBN;
