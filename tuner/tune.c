@@ -67,10 +67,9 @@ static int resolve_space(run *r, bt_err *err)
     snprintf(def, sizeof def, "search_spaces/%s.yaml",
              strcmp(r->o->family, "native") == 0 ? "native" : "default");
     const char *want = given ? given : def;
-    if (given || file_exists(want)) {
-        snprintf(r->space_path, sizeof r->space_path, "%s", want);
-        return 0;
-    }
+    if (given || file_exists(want))
+        return bt_sprintf(r->space_path, sizeof r->space_path, "%s", want) ? bt_fail(err, "--space: path too long")
+                                                                             : 0;
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
