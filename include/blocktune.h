@@ -18,6 +18,10 @@
  * thread, or serialize calls on a handle.
  *
  * Every function returns 0 on success, or -1 with a one-line message in err (may be NULL).
+ * The handle's own host allocations are small (its configs, kernels and compile sources);
+ * when one fails the library prints "blocktune: out of memory" and aborts, as the tuner does.
+ * A config file that cannot be read, or holds values out of range, is passed over like a
+ * missing one (blocktune_describe names what runs instead), never trusted.
  */
 #ifndef BLOCKTUNE_H
 #define BLOCKTUNE_H
