@@ -81,6 +81,8 @@ static const struct {
      "--batch-sizes: ',1' is not a comma-separated list of positive integers"},
     {{"--batch-sizes", "1, 2"}, "--batch-sizes: ' 2' is not a positive integer (at most 1048576)"},
     {{"--N", "+5", "--K", "16"}, "--N: '+5' is not a positive integer"},
+    {{"--dry-run", "--resume"}, "--resume cannot be combined with --dry-run, which measures nothing"},
+    {{"--top", "3", "--dry-run"}, "--top cannot be combined with --dry-run, which measures nothing"},
     {{"--arch", "sm_75"},
      "--arch: unknown architecture 'sm_75' (known: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, "
      "sm_120)"},
@@ -254,7 +256,7 @@ TEST(cli_every_flag)
     bt_err err;
     const char *args[] = {"--space", "s.yaml", "--family=native", "--input-type", "int8",
                           "--out-dtype", "bfloat16", "--block-n", "64", "--block-k=256",
-                          "--arch", "sm_90a", "--dry-run", "--out-dir", "out", "--format",
+                          "--arch", "sm_90a", "--out-dir", "out", "--format",
                           "vllm", "-j3", "--cache-dir", "c", "--resume", "--device", "1",
                           "--timeout", "2.5", "--quiet", "--pdl", "--rest", "0", "--worker", "--inject",
                           "hang:7,fault:3", NULL};
@@ -267,7 +269,7 @@ TEST(cli_every_flag)
     CHECK_EQ(o.block_n, 64);
     CHECK_EQ(o.block_k, 256);
     CHECK_STREQ(o.arch, "sm_90a");
-    CHECK_EQ(o.dry_run, 1);
+    CHECK_EQ(o.dry_run, 0);
     CHECK_STREQ(o.out_dir, "out");
     CHECK_EQ(o.format, BT_FMT_VLLM);
     CHECK_EQ(o.jobs, 3);
@@ -291,6 +293,11 @@ TEST(cli_every_flag)
     CHECK_EQ(o.out, BT_OUT_F32);
     CHECK_EQ(o.inject_fault, 0);
     CHECK_EQ(o.inject_hang, -1);
+    bt_options_free(&o);
+
+    const char *dry[] = {"--dry-run", "--arch", "sm_89", NULL};
+    CHECK_EQ(parse(dry, &o, &err, stdout), 0);
+    CHECK_EQ(o.dry_run, 1);
     bt_options_free(&o);
 }
 

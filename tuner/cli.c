@@ -330,6 +330,11 @@ static int check_combination(bt_options *o, const int *seen, bt_err *err)
         return bt_fail(err, "--N/--K cannot be combined with --tp-size");
     if (seen[F_N] && seen[F_MODEL])
         return bt_fail(err, "--N/--K cannot be combined with --model");
+    /* A dry run compiles and counts: flags about measuring would be silently ignored. */
+    static const flag_id measuring[] = {F_RESUME, F_TOP, F_TIMEOUT, F_REST, F_DEVICE, F_INJECT};
+    for (size_t i = 0; seen[F_DRY_RUN] && i < sizeof measuring / sizeof measuring[0]; i++)
+        if (seen[measuring[i]])
+            return bt_fail(err, "%s cannot be combined with --dry-run, which measures nothing", flags[measuring[i]].name);
     const bt_family *fam = bt_family_find(o->family);
     if (o->pdl && !(fam && fam->programmatic))
         return bt_fail(err, "--pdl: only native kernels are launched programmatically (add --family native)");
