@@ -67,9 +67,11 @@ static int resolve_space(run *r, bt_err *err)
     snprintf(def, sizeof def, "search_spaces/%s.yaml",
              strcmp(r->o->family, "native") == 0 ? "native" : "default");
     const char *want = given ? given : def;
-    if (given || file_exists(want))
-        return bt_sprintf(r->space_path, sizeof r->space_path, "%s", want) ? bt_fail(err, "--space: path too long")
-                                                                             : 0;
+    if (given || file_exists(want)) {
+        if (bt_sprintf(r->space_path, sizeof r->space_path, "%s", want))
+            return bt_fail(err, "--space: path too long");
+        return 0;
+    }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
@@ -156,9 +158,9 @@ static long find_cand(const run *r, const bt_cand *c)
 }
 
 /* Enumerates, rejects what the target cannot run (counting reasons), adds the runtime default
- * config, and compiles everything through the cache. */
-/* Returns -1 for what the space or the flags ask (nothing runnable), -2 when the compile cache
- * fails; candidates that fail to compile are noted and skipped. */
+ * config, and compiles everything through the cache. Returns -1 for what the space or the flags
+ * ask (nothing runnable), -2 when the compile cache fails; candidates that fail to compile are
+ * noted and skipped. */
 static int prepare_candidates(run *r, bt_err *err)
 {
     bt_cand *all = NULL;
@@ -601,9 +603,8 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 /* A new problem (fresh random inputs and reference) for this M, in a running worker or a new one. */
 static int send_problem(run *r, worker_ctl *wc, long M, const bt_shape *s, bt_err *err)
 {
-    if (!(wc->w ? set_problem(r, wc, err) : worker_up(r, wc, err)))
-        return 0;
-    return bt_wrap(err, "M=%ld N=%ld K=%ld", M, s->N, s->K);
+    int rc = wc->w ? set_problem(r, wc, err) : worker_up(r, wc, err);
+    return rc ? bt_wrap(err, "M=%ld N=%ld K=%ld", M, s->N, s->K) : 0;
 }
 
 static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err)
