@@ -58,6 +58,16 @@ class Blocktune:
         self.check(self.lib.blocktune_gemm(self.h, ctypes.byref(a), stream, self.err, 512), "blocktune_gemm")
 
 
+def classic_config_dir(configs):
+    """A directory that holds only the classic (SGLang-format) configs of `configs`, for a handle
+    that must dispatch the classic family."""
+    d = tempfile.mkdtemp(prefix="blocktune-classic-")
+    for f in glob.glob(os.path.join(configs, "*.json")):
+        if ",kernel=native" not in f:
+            os.symlink(os.path.abspath(f), os.path.join(d, os.path.basename(f)))
+    return d
+
+
 def inputs(M, N, K):
     """peer.py's inputs, with our layouts of the same scales beside cuBLASLt's."""
     a, b, sa_peer, sb_peer = make_inputs(M, N, K, "cuda")
@@ -137,12 +147,7 @@ def main():
     lib = ctypes.CDLL(o.lib)
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-sbs-")
     native = Blocktune(lib, o.configs, cache)
-    # The classic handle sees only the classic (SGLang-format) configs.
-    classic_dir = tempfile.mkdtemp(prefix="blocktune-classic-")
-    for f in glob.glob(os.path.join(o.configs, "*.json")):
-        if ",kernel=native" not in f:
-            os.symlink(os.path.abspath(f), os.path.join(classic_dir, os.path.basename(f)))
-    classic = Blocktune(lib, classic_dir, cache)
+    classic = Blocktune(lib, classic_config_dir(o.configs), cache)
     pdl = Blocktune(lib, o.configs, cache, pdl=True) if o.pdl else None
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
