@@ -380,19 +380,30 @@ static int on_progress(void *ud, size_t done, size_t total)
     return 0;
 }
 
+enum { NSMALL = 8 };
+
+/* NSMALL small distinct kernels (o = a * (i + 1), or + with add) as jobs 0 .. NSMALL - 1. */
+static void small_jobs(char (*src)[256], bt_jit_job *jobs, int add)
+{
+    for (int i = 0; i < NSMALL; i++) {
+        if (add)
+            snprintf(src[i], 256, KERNEL("o[threadIdx.x] = a[threadIdx.x] + %d.f;"), i + 1);
+        else
+            snprintf(src[i], 256, KERNEL("o[threadIdx.x] = a[threadIdx.x] * %d.f;"), i + 1);
+        jobs[i].source = src[i];
+    }
+}
+
 TEST(jit_parallel_run_reports_progress)
 {
     bt_jit *j = open_jit(t, cache_dir("parallel"), "sm_90a");
     if (!j)
         return;
-    enum { N = 8 };
+    enum { N = NSMALL };
     char src[N][256];
     bt_jit_job jobs[N + 1];
     memset(jobs, 0, sizeof jobs);
-    for (int i = 0; i < N; i++) {
-        snprintf(src[i], sizeof src[i], KERNEL("o[threadIdx.x] = a[threadIdx.x] * %d.f;"), i + 1);
-        jobs[i].source = src[i];
-    }
+    small_jobs(src, jobs, 0);
     jobs[N].source = src[3]; /* a duplicate compiles once */
     progress_log p = {.caller = pthread_self()};
     bt_err err;
@@ -430,14 +441,11 @@ TEST(jit_progress_can_stop_the_run)
     bt_jit *j = open_jit(t, cache_dir("stopped"), "sm_90a");
     if (!j)
         return;
-    enum { N = 8 };
+    enum { N = NSMALL };
     char src[N][256];
     bt_jit_job jobs[N];
     memset(jobs, 0, sizeof jobs);
-    for (int i = 0; i < N; i++) {
-        snprintf(src[i], sizeof src[i], KERNEL("o[threadIdx.x] = a[threadIdx.x] + %d.f;"), i + 1);
-        jobs[i].source = src[i];
-    }
+    small_jobs(src, jobs, 1);
     int calls = 0, compiled = 0, pending = 0;
     bt_err err;
     CHECK_EQ(bt_jit_run(j, jobs, N, 2, stop_at_once, &calls, &err), 0);
