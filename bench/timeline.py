@@ -16,7 +16,7 @@ call before leaving to the first CTA of the last call starting.
 Usage: python3 bench/timeline.py --shapes 3072x7168,7168x2304 --m 16 [--lib build/timeline/libblocktune.so]
            [--family classic]
 Prints one JSON line per shape and replay (--replays, default 3)."""
-import argparse, ctypes, json, math, re, tempfile, torch
+import argparse, ctypes, json, math, re, sys, tempfile, torch
 
 from peer import graph, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, classic_config_dir, inputs
@@ -63,6 +63,8 @@ def main():
     for shape in o.shapes.split(","):
         N, K = map(int, shape.split("x"))
         desc = bt.prepare(M, N, K)
+        if classic and not desc.startswith("classic "):  # no classic config: the heuristic's kernel
+            sys.exit(f"{shape}: no classic config; the library would run {desc}")
         cfg = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", desc)}
         # The grid, as the launcher sizes it (tuner/family.c): one CTA per tile (classic), or
         # persistent.

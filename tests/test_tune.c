@@ -292,3 +292,23 @@ TEST(gpu_tune_cache_dir_with_space)
     CHECK(!strstr(out, "skipped"));
     free(out);
 }
+
+/* With --block-k 64 the classic runtime default (BLOCK_SIZE_K 128) cannot run and is not
+ * compiled: the run measures the space's candidates alone, with no default among them. */
+TEST(gpu_tune_without_a_runnable_default)
+{
+    if (!have_gpu())
+        SKIP("GPU test: needs a CUDA driver and BT_GPU_TESTS=1 (make test-gpu)");
+    char *out = NULL, outdir[4200];
+    snprintf(outdir, sizeof outdir, "%s/bk64-configs", bt_test_tmpdir());
+    const char *space = bt_scratch_file("bk64.yaml", "name: bk64\nbatch_sizes: [16]\nparameters:\n"
+                                                     "  BLOCK_SIZE_M: [64]\n  BLOCK_SIZE_N: [64]\n"
+                                                     "  BLOCK_SIZE_K: [64]\n  GROUP_SIZE_M: [8]\n"
+                                                     "  num_warps: [4]\n  num_stages: [3]\n");
+    const char *args[] = {"--space", space, "--block-k", "64", "--N", "256", "--K", "256", "--out-dir", outdir,
+                          "--cache-dir", cache_dir(), "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "wrote ");
+    CHECK(!strstr(out, "skipped"));
+    free(out);
+}

@@ -601,10 +601,10 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 }
 
 /* A new problem (fresh random inputs and reference) for this M, in a running worker or a new one. */
-static int send_problem(run *r, worker_ctl *wc, long M, const bt_shape *s, bt_err *err)
+static int send_problem(run *r, worker_ctl *wc, long M, bt_err *err)
 {
     int rc = wc->w ? set_problem(r, wc, err) : worker_up(r, wc, err);
-    return rc ? bt_wrap(err, "M=%ld N=%ld K=%ld", M, s->N, s->K) : 0;
+    return rc ? bt_wrap(err, "M=%ld", M) : 0; /* (the caller names N and K) */
 }
 
 static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err)
@@ -634,11 +634,12 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     snprintf(h.arch, sizeof h.arch, "%s", r->target.arch);
     bt_space_digest(&r->space, h.space_digest);
     snprintf(h.launch, sizeof h.launch, "%s", r->o->pdl ? "programmatic" : "stream");
-    if (!r->o->resume && file_exists(jpath))
-        bt_progress_note(r->prog, "starting over: %s holds an interrupted run of this shape, which --resume would "
-                                  "have continued", jpath);
+    const int over = !r->o->resume && file_exists(jpath);
     if (bt_journal_open(jpath, &h, r->o->resume, &j, &prior, &nprior, r->fam, err))
         goto out;
+    if (over)
+        bt_progress_note(r->prog, "starting over: %s held an interrupted run of this shape, which --resume would "
+                                  "have continued", jpath);
     if (nprior)
         bt_progress_note(r->prog, "resuming %s: %zu results from the journal", name, nprior);
 
@@ -654,11 +655,15 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                  bt_in_name(r->variant.in), bt_out_name(r->variant.out), r->variant.block_n,
                  r->variant.block_k, seed_for(s->N, s->K, M), r->o->pdl);
         int problem_sent = 0;
-        /* The default first: a baseline for pruning, and the speedup the config buys. */
+        /* The default first: a baseline for pruning, and the speedup the config buys. One that
+         * cannot run on the target was not compiled (prepare_candidates): there is none. */
         bt_cand def;
         r->fam->fallback(M, s->N, s->K, &r->target, &def);
-        size_t ndef = (size_t)find_cand(r, &def);
-        for (size_t k = 0; k <= r->nspace; k++) {
+        const long d = find_cand(r, &def);
+        const size_t ndef = d < 0 ? SIZE_MAX : (size_t)d;
+        if (d < 0)
+            *units += 1; /* its share of the run's total */
+        for (size_t k = d < 0 ? 1 : 0; k <= r->nspace; k++) {
             size_t i = k == 0 ? ndef : k - 1;
             if (k > 0 && i == ndef)
                 continue;
@@ -672,7 +677,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                 res = prior[pi];
             } else {
                 if (!problem_sent) {
-                    if (send_problem(r, wc, M, s, err))
+                    if (send_problem(r, wc, M, err))
                         goto out;
                     problem_sent = 1;
                 }
@@ -692,7 +697,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
         }
         if (!interrupted) {
-            if (!problem_sent && br[b].ok > 1 && send_problem(r, wc, M, s, err))
+            if (!problem_sent && br[b].ok > 1 && send_problem(r, wc, M, err))
                 goto out;
             retime(r, wc, &br[b], ndef, M);
             br[b].done = 1;
