@@ -82,6 +82,7 @@ static const struct {
     {{"--batch-sizes", "1, 2"}, "--batch-sizes: ' 2' is not a positive integer (at most 1048576)"},
     {{"--N", "+5", "--K", "16"}, "--N: '+5' is not a positive integer"},
     {{"--dry-run", "--resume"}, "--resume cannot be combined with --dry-run, which measures nothing"},
+    {{"-h=1"}, "--help takes no value"},
     {{"--top", "3", "--dry-run"}, "--top cannot be combined with --dry-run, which measures nothing"},
     {{"--arch", "sm_75"},
      "--arch: unknown architecture 'sm_75' (known: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, "
@@ -295,9 +296,10 @@ TEST(cli_every_flag)
     CHECK_EQ(o.inject_hang, -1);
     bt_options_free(&o);
 
-    const char *dry[] = {"--dry-run", "--arch", "sm_89", NULL};
+    const char *dry[] = {"--dry-run", "--arch", "sm_89", "-j=5", NULL};
     CHECK_EQ(parse(dry, &o, &err, stdout), 0);
     CHECK_EQ(o.dry_run, 1);
+    CHECK_EQ(o.jobs, 5);
     bt_options_free(&o);
 }
 

@@ -58,16 +58,19 @@ static const char *const arch_names[] = {"sm_80",  "sm_86",  "sm_89", "sm_90",
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Flag id of arg, with *val set to a value given in the same argument ("--N=5", "-j4");
- * -1 when arg is no known flag. */
+/* Flag id of arg, with *val set to a value given in the same argument ("--N=5", "-j4",
+ * "-j=4"); -1 when arg is no known flag. */
 static int lookup(const char *arg, const char **val)
 {
     *val = NULL;
-    if (strcmp(arg, "-h") == 0)
+    if (strncmp(arg, "-h", 2) == 0 && (!arg[2] || arg[2] == '=')) {
+        if (arg[2])
+            *val = arg + 3; /* refused: -h takes no value */
         return F_HELP;
+    }
     if (strncmp(arg, "-j", 2) == 0) {
         if (arg[2])
-            *val = arg + 2;
+            *val = arg + 2 + (arg[2] == '=');
         return F_JOBS;
     }
     if (strncmp(arg, "--", 2) != 0)
