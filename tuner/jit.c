@@ -505,14 +505,12 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
     if ((size_t)threads > p.ntodo)
         threads = (int)p.ntodo;
     tids = bt_xcalloc((size_t)threads, sizeof *tids);
+    p.active = threads; /* less those that fail to start */
     for (int t = 0; t < threads; t++) {
-        pthread_mutex_lock(&p.mu);
-        p.active++;
-        pthread_mutex_unlock(&p.mu);
         int e = pthread_create(&tids[t], NULL, worker, &p);
         if (e) {
             pthread_mutex_lock(&p.mu);
-            p.active--;
+            p.active -= threads - t;
             pthread_mutex_unlock(&p.mu);
             if (started == 0) {
                 bt_fail(err, "cannot start compile threads: %s", strerror(e));
