@@ -251,9 +251,14 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
     // The producer warpgroup works out its first tile first (with a programmatic launch, while
     // the kernel before still runs): tile_of's two divisions by run-time values are a chain of
     // dependent instructions that took about 0.25 us, and the first copy needs the result.
+    // With one row of units (M <= BM * CLUSTER: small batches) the grouped order is the units'
+    // column order, and skipping those divisions brings the first copy about 0.15 us forward.
     int tm0 = 0, tn0 = 0;
     if (wg == NC && cluster < units) {
-        tile_of(cluster, tiles_m, tiles_n, rank, tm0, tn0);
+        if (tiles_m <= CLUSTER)
+            tm0 = rank, tn0 = cluster;
+        else
+            tile_of(cluster, tiles_m, tiles_n, rank, tm0, tn0);
         asm volatile("" ::"r"(tm0), "r"(tn0)); // here, not sunk past the barrier
     }
     // The coordinates of the producer's unit u, which this CTA walks from `cluster` on.
