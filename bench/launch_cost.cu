@@ -4,26 +4,13 @@
 // three tensor maps), with and without reading them ("touch": 1 word, or 3 words on 3 lines).
 // Build and run on the GPU machine: nvcc -O2 -arch=sm_90a -o build/launch_cost bench/launch_cost.cu
 // && build/launch_cost
+#include "graph_timer.cuh"
 #include <cstdio>
-#include <cuda_runtime.h>
-#include <vector>
-#include <algorithm>
 struct alignas(64) Big { unsigned long long w[48]; }; // 384 B, like three tensor maps
 __global__ void k_small(int *p, int n) { if (threadIdx.x == 0 && blockIdx.x == n) p[0] = 1; }
 __global__ void k_big(const __grid_constant__ Big a, int *p, int n) { if (threadIdx.x == 0 && blockIdx.x == n) p[0] = (int)a.w[5]; }
 __global__ void k_bigtouch(const __grid_constant__ Big a, int *p, int n) { if (threadIdx.x == 0) p[blockIdx.x] = (int)(a.w[5] + a.w[21] + a.w[37]); }
 __global__ void k_smalltouch(int *p, int n) { if (threadIdx.x == 0) p[blockIdx.x] = n; }
-template <typename F> float timeit(F launch, cudaStream_t s) {
-  cudaGraph_t g; cudaGraphExec_t ge;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-  for (int i = 0; i < 200; i++) launch();
-  cudaStreamEndCapture(s, &g); cudaGraphInstantiate(&ge, g, 0);
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-  std::vector<float> v;
-  for (int r = 0; r < 25; r++) { cudaEventRecord(a, s); cudaGraphLaunch(ge, s); cudaEventRecord(b, s); cudaEventSynchronize(b); float ms; cudaEventElapsedTime(&ms, a, b); if (r >= 5) v.push_back(ms * 1000 / 200); }
-  std::sort(v.begin(), v.end()); cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-  return v[v.size() / 2];
-}
 int main() {
   int *p; cudaMalloc(&p, 1 << 20); cudaStream_t s; cudaStreamCreate(&s); Big big{}; big.w[5] = 3;
   int smems[] = {0, 53 * 1024, 100 * 1024};
@@ -35,10 +22,10 @@ int main() {
   for (int grid : {132, 224, 264})
     for (int thr : {128, 256, 384})
       for (int sm : smems) {
-        float a = timeit([&] { k_small<<<grid, thr, sm, s>>>(p, -1); }, s);
-        float b = timeit([&] { k_big<<<grid, thr, sm, s>>>(big, p, -1); }, s);
-        float c = timeit([&] { k_smalltouch<<<grid, thr, sm, s>>>(p, 7); }, s);
-        float d = timeit([&] { k_bigtouch<<<grid, thr, sm, s>>>(big, p, 7); }, s);
+        float a = per_launch_us([&](int) { k_small<<<grid, thr, sm, s>>>(p, -1); }, s);
+        float b = per_launch_us([&](int) { k_big<<<grid, thr, sm, s>>>(big, p, -1); }, s);
+        float c = per_launch_us([&](int) { k_smalltouch<<<grid, thr, sm, s>>>(p, 7); }, s);
+        float d = per_launch_us([&](int) { k_bigtouch<<<grid, thr, sm, s>>>(big, p, 7); }, s);
         printf("grid %d threads %d smem %6d: small %.3f big %.3f | touch small %.3f big %.3f us\n", grid, thr, sm, a, b, c, d);
       }
   printf("err %s\n", cudaGetErrorString(cudaGetLastError()));

@@ -6,10 +6,8 @@
 // rotated over 1 GB so that it misses L2), plain stores, a bulk store waited for (whole or read).
 // Build and run on the GPU machine: nvcc -O2 -arch=sm_90a -o build/launch_steps bench/launch_steps.cu
 // && build/launch_steps
+#include "graph_timer.cuh"
 #include <cstdio>
-#include <cuda_runtime.h>
-#include <vector>
-#include <algorithm>
 enum { GDC = 1, MBAR = 2, BULK_LOAD = 4, BULK_STORE = 8, STORE = 16, STORE_WAIT_READ = 32, BAR_SYNC = 64 };
 __device__ __forceinline__ unsigned smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 template <int F> __global__ void __launch_bounds__(256, 2) k(const unsigned char *src, unsigned char *dst, int *flag)
@@ -45,15 +43,9 @@ template <int F> __global__ void __launch_bounds__(256, 2) k(const unsigned char
 template <int F> float timeit(cudaStream_t s, const unsigned char *src, unsigned char *dst, int sets)
 {
     cudaFuncSetAttribute(k<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, 54 * 1024);
-    cudaGraph_t g; cudaGraphExec_t ge;
-    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-    for (int i = 0; i < 200; i++) k<F><<<224, 256, 54 * 1024, s>>>(src + (size_t)(i % sets) * (8 << 20), dst + (size_t)(i % sets) * (1 << 20), nullptr);
-    cudaStreamEndCapture(s, &g); cudaGraphInstantiate(&ge, g, 0);
-    cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-    std::vector<float> v;
-    for (int r = 0; r < 25; r++) { cudaEventRecord(a, s); cudaGraphLaunch(ge, s); cudaEventRecord(b, s); cudaEventSynchronize(b); float ms; cudaEventElapsedTime(&ms, a, b); if (r >= 5) v.push_back(ms * 1000 / 200); }
-    std::sort(v.begin(), v.end()); cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-    return v[v.size() / 2];
+    return per_launch_us([&](int i) {
+        k<F><<<224, 256, 54 * 1024, s>>>(src + (size_t)(i % sets) * (8 << 20), dst + (size_t)(i % sets) * (1 << 20), nullptr);
+    }, s);
 }
 int main()
 {
