@@ -219,11 +219,8 @@ int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err)
     int rc = -1, cnt = 0;
     long *vals = NULL;
     char *copy = bt_strdup(s), *save = NULL;
-    if (!*s || s[strlen(s) - 1] == ',') {
-        bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
-        goto out;
-    }
-    if (s[0] == ',' || strstr(s, ",,")) { /* strtok_r would pass over the empty item */
+    /* An empty item anywhere is an error: strtok_r would pass over it. */
+    if (!*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
         bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
         goto out;
     }
@@ -235,10 +232,6 @@ int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err)
             goto out;
         }
         vals[cnt++] = v;
-    }
-    if (cnt == 0) {
-        bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
-        goto out;
     }
     qsort(vals, (size_t)cnt, sizeof *vals, cmp_long);
     int uniq = 0;
