@@ -5,7 +5,8 @@ beat 4 on this shape" or "is K = 16384 slower per K block than K = 16512".
 Usage: python3 bench/variants.py --shapes 7168x16384,7168x16512 --ms 2048,4096 \\
            --variant s4=128,128,4,8,1,1 --variant s5=128,128,5,8,1,1 [--shipped configs] [--rest MS]
 A variant is NAME=BLOCK_SIZE_M,BLOCK_SIZE_N,num_stages,GROUP_SIZE_M,CLUSTER_M,SPLIT_K (and
-optionally INT8_CONVERT and CTAS_PER_SM), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"; --pdl times each variant
+optionally INT8_CONVERT and CTAS_PER_SM), used at every M; --shipped DIR adds DIR's configs as the variant "shipped"
+(--shipped NAME=DIR as the variant NAME, so that two config directories can be compared); --pdl times each variant
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 random order), cuBLASLt's as "peer", each output's relative difference from the first, and
@@ -37,7 +38,8 @@ def main():
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)
     ap.add_argument("--variant", action="append", default=[], type=name_value, help="NAME=BM,BN,stages,GM,cluster,split")
-    ap.add_argument("--shipped", help="a config directory to compare as one more variant")
+    ap.add_argument("--shipped", action="append", default=[],
+                    help="a config directory to compare as one more variant (NAME=DIR names it; repeatable)")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
@@ -51,8 +53,9 @@ def main():
     lib = ctypes.CDLL(o.lib)
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-variants-")
     dirs = {}
-    if o.shipped:
-        dirs["shipped"] = o.shipped
+    for d in o.shipped:
+        name, _, path = d.rpartition("=")
+        dirs[name or "shipped"] = path
     for name, values in o.variant:
         vals = [int(x) for x in values.split(",")]
         if not len(KEYS) - 2 <= len(vals) <= len(KEYS):  # the two optional ones may be left out
