@@ -33,12 +33,17 @@ def config_dir(values, shapes, device, dtypes=("fp8_w8a8",)):
     return d
 
 
+def shipped_dir(v):
+    """argparse type for --shipped: DIR is the variant "shipped", NAME=DIR the variant NAME."""
+    return name_value(v) if "=" in v else ("shipped", v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--ms", required=True)
     ap.add_argument("--variant", action="append", default=[], type=name_value, help="NAME=BM,BN,stages,GM,cluster,split")
-    ap.add_argument("--shipped", action="append", default=[],
+    ap.add_argument("--shipped", action="append", default=[], type=shipped_dir,
                     help="a config directory to compare as one more variant (NAME=DIR names it; repeatable)")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
@@ -52,10 +57,7 @@ def main():
     device = torch.cuda.get_device_name().replace(" ", "_")
     lib = ctypes.CDLL(o.lib)
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-variants-")
-    dirs = {}
-    for d in o.shipped:
-        name, _, path = d.rpartition("=")
-        dirs[name or "shipped"] = path
+    dirs = dict(o.shipped)
     for name, values in o.variant:
         vals = [int(x) for x in values.split(",")]
         if not len(KEYS) - 2 <= len(vals) <= len(KEYS):  # the two optional ones may be left out
