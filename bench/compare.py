@@ -2,10 +2,11 @@
 and blocktune's classic family, per DeepSeek-V3 shape and batch size, from the interleaved
 timings of bench/sidebyside.py.
 
-Usage: python3 bench/compare.py SIDEBYSIDE.jsonl
+Usage: python3 bench/compare.py SIDEBYSIDE.jsonl [--copy-tbps 4.25]
 Rows with native_pdl_us (sidebyside.py --pdl) also get a second table: the native kernels with
-and without programmatic dependent launch."""
-import json, math, re, sys
+and without programmatic dependent launch. The memory floor is the GEMM's bytes at --copy-tbps,
+the device's measured copy rate (default the H100's)."""
+import argparse, json, math, re
 
 COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes read + written)
 
@@ -21,23 +22,30 @@ def gemm_bytes(N, K, M):
     return M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N
 
 
-def floor_us(N, K, M):
+def floor_us(N, K, M, tbps=COPY_TBPS):
     """gemm_bytes at the copy bandwidth."""
-    return gemm_bytes(N, K, M) / (COPY_TBPS * 1e6)
+    return gemm_bytes(N, K, M) / (tbps * 1e6)
 
 
-def pdl_table(rows):
+def pdl_table(rows, tbps):
     print("\n| N | K | M | native us | % of floor | with PDL us | % of floor | PDL gain | cuBLASLt us |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         N, K, M, n, d, p = r["N"], r["K"], r["M"], r["native_us"], r["native_pdl_us"], r["peer_us"]
-        f = floor_us(N, K, M)
+        f = floor_us(N, K, M, tbps)
         print(f"| {N} | {K} | {M} | {n:.2f} | {100 * f / n:.0f}% | {d:.2f} | {100 * f / d:.0f}% | "
               f"{n / d:.3f}x | {f'{p:.2f}' if p else '-'} |")
 
 
 def main():
-    rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("jsonl", help="sidebyside.py's output")
+    ap.add_argument("--copy-tbps", type=float, default=COPY_TBPS,
+                    help="the device's copy bandwidth, bytes read + written, TB/s (default %(default)s)")
+    o = ap.parse_args()
+    if o.copy_tbps <= 0:
+        ap.error("--copy-tbps must be positive")
+    rows = [json.loads(line) for line in open(o.jsonl) if line.startswith("{")]
     print("| N | K | M | native us | config | TFLOPS | % of memory floor | cuBLASLt us | classic us | vs cuBLASLt | vs classic |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     sp_peer, sp_cla = [], []
@@ -47,13 +55,13 @@ def main():
             sp_peer.append(p / n)
         sp_cla.append(c / n)
         print(f"| {N} | {K} | {M} | {n:.2f} | {config(r['native_kernel'])} | {2 * M * N * K / n / 1e6:.0f} | "
-              f"{100 * floor_us(N, K, M) / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
+              f"{100 * floor_us(N, K, M, o.copy_tbps) / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
               f"{f'{p / n:.2f}x' if p else 'refused'} | {c / n:.2f}x |")
     g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
     print(f"\ngeomean speedup over cuBLASLt block-scaled: {g(sp_peer):.3f} over {len(sp_peer)} points; "
           f"over the classic kernel: {g(sp_cla):.3f} over {len(sp_cla)} points")
     if rows and all("native_pdl_us" in r for r in rows):
-        pdl_table(rows)
+        pdl_table(rows, o.copy_tbps)
 
 
 if __name__ == "__main__":
