@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nsight Compute on one native config at one GEMM: bench/variants.py times that config alone
-# (no cuBLASLt), so every bt_native_gemm launch is its kernel; the third one is profiled, past
-# the output check and the graph's first replay.
+# (no cuBLASLt), so every bt_native_gemm launch, and so the third one, which is profiled, is its
+# kernel (variants.py's line says "heuristic_instead" where the device cannot run the config).
 # Usage: bench/profile_native.sh N K M BM BN STAGES CLUSTER [OUT-FILE]
 #        (GROUP_SIZE_M from $GM, default 8; SPLIT_K from $SPLIT, default 1)
 set -u
