@@ -380,3 +380,15 @@ void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n)
         used += (size_t)w;
     }
 }
+
+void bt_cand_csv(const bt_family *f, const bt_cand *c, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < f->nparams && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%d", i ? "," : "", c->v[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}

@@ -113,6 +113,8 @@ int bt_out_size(bt_out_type t);
 
 /* A readable one-line form, e.g. "BM=64 BN=128 BK=128 GM=32 w=4 s=3". */
 void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n);
+/* Every value in parameter order, e.g. "64,32,4,8,1,1,0,2": the tables' and sidecars' form. */
+void bt_cand_csv(const bt_family *f, const bt_cand *c, char *buf, size_t n);
 
 /* Target from an --arch string ("sm_90a", "sm_89", ...) with the opt-in limits of that
  * architecture; -1 for an architecture blocktune does not know. */

@@ -289,13 +289,6 @@ static double bytes(const run *r, long M, long N, long K)
     return (double)M * K + (double)N * K + 4.0 * (M * ksc + nsc * ksc) + (double)M * N * bt_out_size(r->variant.out);
 }
 
-static void cand_csv(const run *r, const bt_cand *c, char *buf, size_t n)
-{
-    size_t used = 0;
-    for (int i = 0; i < r->fam->nparams && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", c->v[i]);
-}
-
 typedef struct {
     bt_worker *w;
     char problem[256];
@@ -347,7 +340,7 @@ static void measure(run *r, worker_ctl *wc, size_t i, int is_default, long M, do
         snprintf(res->note, sizeof res->note, "%.150s", err.msg);
         return;
     }
-    cand_csv(r, &r->cands[i].cand, vals, sizeof vals);
+    bt_cand_csv(r->fam, &r->cands[i].cand, vals, sizeof vals);
     /* the cubin's path last: the rest of the line, spaces and all */
     snprintf(req, sizeof req, "run %s %s %.3f %s\n", r->fam->name, vals, prune_us, r->cands[i].job.path);
     bt_worker_status st = bt_worker_call(wc->w, req, reply, sizeof reply, r->o->timeout_s, &err);
@@ -415,7 +408,7 @@ static void print_summary(run *r, const bt_shape *s, const batch_result *br)
         const batch_result *x = &br[b];
         char desc[128] = "-";
         if (x->best >= 0)
-            cand_csv(r, &r->cands[x->best].cand, desc, sizeof desc);
+            bt_cand_csv(r->fam, &r->cands[x->best].cand, desc, sizeof desc);
         double us = x->best_us;
         char spd[16] = "-", def[16] = "-";
         if (x->default_us > 0) {
@@ -450,7 +443,7 @@ static void print_top(run *r, const batch_result *br)
         for (size_t k = 0; k < br[b].nall && (int)k < r->o->top; k++) {
             char desc[128];
             const timed *x = &br[b].all[k];
-            cand_csv(r, &r->cands[x->cand].cand, desc, sizeof desc);
+            bt_cand_csv(r->fam, &r->cands[x->cand].cand, desc, sizeof desc);
             printf("    %-34s %9.2f us  %.3fx the best%s\n", desc, x->us, x->us / br[b].best_us,
                    x->pruned ? "  (one replay: pruned)" : x->retimed ? "  (finalist)" : "");
         }
@@ -503,7 +496,7 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
         char key[32], vals[128];
         snprintf(key, sizeof key, "%ld", M);
         cJSON *e = cJSON_AddObjectToObject(res, key);
-        cand_csv(r, &r->cands[br[b].best].cand, vals, sizeof vals);
+        bt_cand_csv(r->fam, &r->cands[br[b].best].cand, vals, sizeof vals);
         cJSON_AddStringToObject(e, "config", vals);
         cJSON_AddNumberToObject(e, "us", round(br[b].best_us * 1000) / 1000);
         cJSON_AddNumberToObject(e, "tflops", round(flops(M, s->N, s->K) / br[b].best_us * 1e-3) / 1e3);
