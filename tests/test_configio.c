@@ -556,3 +556,109 @@ TEST(configio_optional_parameter)
         bt_config_free(&c);
     }
 }
+
+/* The run of the sidecar whose result for batch is this config, or NULL. */
+static const cJSON *run_of(const cJSON *runs, long batch, const char *csv)
+{
+    char key[32];
+    snprintf(key, sizeof key, "%ld", batch);
+    const cJSON *run;
+    cJSON_ArrayForEach(run, runs)
+    {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "results"), key);
+        const char *got = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "config"));
+        if (got && strcmp(got, csv) == 0)
+            return run;
+    }
+    return NULL;
+}
+
+static const char *run_str(const cJSON *run, const char *key)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(run, key));
+    return s ? s : "";
+}
+
+/* What is wrong with the shipped config dir/name, written into why (empty: nothing). It must
+ * read as the library reads it, be byte for byte what tune writes, carry the name tune gives
+ * it, have each batch size's config in a run of its sidecar, and pass the static checks of that
+ * run's architecture, input and output types. */
+static void shipped_config_problem(const char *dir, const char *name, char *why, size_t n)
+{
+    const bt_family *f = strstr(name, ",kernel=native.json") ? &bt_family_native : &bt_family_classic;
+    char path[4096], side[4096], csv[128], want[512], reason[256];
+    bt_config c = {0};
+    bt_err err = {{0}};
+    char *text = NULL, *out = NULL;
+    cJSON *prov = NULL;
+    why[0] = '\0';
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (bt_config_read(path, f, &c, &err)) {
+        snprintf(why, n, "%s", err.msg);
+        goto out;
+    }
+    text = slurp(path), out = bt_config_serialize(&c, f);
+    if (!text || !out || strcmp(text, out) != 0) {
+        snprintf(why, n, "not byte for byte what tune writes");
+        goto out;
+    }
+    if (bt_sidecar_path(side, sizeof side, path) || !(prov = bt_json_read(side, &err))) {
+        snprintf(why, n, "no provenance sidecar: %s", err.msg);
+        goto out;
+    }
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(prov, "runs");
+    for (int i = 0; i < c.n && !why[0]; i++) {
+        bt_cand_csv(f, &c.e[i].cand, csv, sizeof csv);
+        const cJSON *run = run_of(runs, c.e[i].batch, csv);
+        if (!run) {
+            snprintf(why, n, "batch %ld: config %s is in no run of the sidecar", c.e[i].batch, csv);
+            break;
+        }
+        bt_variant v = {strcmp(run_str(run, "input_type"), "int8") == 0 ? BT_IN_INT8 : BT_IN_FP8, BT_OUT_F16, 128, 128};
+        for (int o = BT_OUT_F16; o <= BT_OUT_F32; o++)
+            if (strcmp(run_str(run, "out_dtype"), bt_out_name((bt_out_type)o)) == 0)
+                v.out = (bt_out_type)o;
+        bt_target tg;
+        long N = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(run, "N"));
+        long K = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(run, "K"));
+        if (strcmp(run_str(run, "family"), f->name) != 0 ||
+            bt_config_filename(want, sizeof want, f, N, K, run_str(run, "device"), v.in, 128, 128, BT_FMT_SGLANG) ||
+            strcmp(want, name) != 0)
+            snprintf(why, n, "batch %ld: its run names the file %s (family %s)", c.e[i].batch, want,
+                     run_str(run, "family"));
+        else if (bt_target_from_arch(run_str(run, "arch"), &tg))
+            snprintf(why, n, "batch %ld: unknown architecture \"%s\"", c.e[i].batch, run_str(run, "arch"));
+        else if (f->check(&c.e[i].cand, &v, &tg, reason, sizeof reason) != BT_REJ_NONE)
+            snprintf(why, n, "batch %ld: %s on %s: %s", c.e[i].batch, csv, tg.arch, reason);
+    }
+out:
+    cJSON_Delete(prov);
+    free(text);
+    free(out);
+    bt_config_free(&c);
+}
+
+/* The configs shipped in configs/ are what tune wrote on real GPUs: each must still load, pass
+ * the checks of today's kernels, and carry its provenance. */
+TEST(configio_shipped_configs_are_valid)
+{
+    char dir[4096], why[1024];
+    snprintf(dir, sizeof dir, "%s/configs", bt_test_root());
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    if (!d)
+        return;
+    int checked = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0 || strstr(e->d_name, ".provenance.json"))
+            continue;
+        shipped_config_problem(dir, e->d_name, why, sizeof why);
+        if (why[0])
+            bt_check_fail(t, __FILE__, __LINE__, "configs/%s: %s", e->d_name, why);
+        checked++;
+    }
+    closedir(d);
+    CHECK(checked > 0);
+    printf("    %d shipped configs checked\n", checked);
+}
