@@ -614,14 +614,14 @@ static void shipped_config_problem(const char *dir, const char *name, char *why,
             snprintf(why, n, "batch %ld: config %s is in no run of the sidecar", c.e[i].batch, csv);
             break;
         }
-        bt_variant v = {strcmp(run_str(run, "input_type"), "int8") == 0 ? BT_IN_INT8 : BT_IN_FP8, BT_OUT_F16, 128, 128};
-        for (int o = BT_OUT_F16; o <= BT_OUT_F32; o++)
-            if (strcmp(run_str(run, "out_dtype"), bt_out_name((bt_out_type)o)) == 0)
-                v.out = (bt_out_type)o;
+        bt_variant v = {BT_IN_FP8, BT_OUT_F16, 128, 128};
         bt_target tg;
         long N = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(run, "N"));
         long K = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(run, "K"));
-        if (strcmp(run_str(run, "family"), f->name) != 0 ||
+        if (bt_in_parse(run_str(run, "input_type"), &v.in) || bt_out_parse(run_str(run, "out_dtype"), &v.out))
+            snprintf(why, n, "batch %ld: its run's types \"%s\" -> \"%s\" are unknown", c.e[i].batch,
+                     run_str(run, "input_type"), run_str(run, "out_dtype"));
+        else if (strcmp(run_str(run, "family"), f->name) != 0 ||
             bt_config_filename(want, sizeof want, f, N, K, run_str(run, "device"), v.in, 128, 128, BT_FMT_SGLANG) ||
             strcmp(want, name) != 0)
             snprintf(why, n, "batch %ld: its run names the file %s (family %s)", c.e[i].batch, want,

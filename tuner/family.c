@@ -29,6 +29,22 @@ const char *bt_out_name(bt_out_type t)
 
 int bt_out_size(bt_out_type t) { return t == BT_OUT_F32 ? 4 : 2; }
 
+int bt_in_parse(const char *name, bt_in_type *t)
+{
+    for (int i = BT_IN_FP8; i <= BT_IN_INT8; i++)
+        if (strcmp(name, bt_in_name((bt_in_type)i)) == 0)
+            return *t = (bt_in_type)i, 0;
+    return -1;
+}
+
+int bt_out_parse(const char *name, bt_out_type *t)
+{
+    for (int i = BT_OUT_F16; i <= BT_OUT_F32; i++)
+        if (strcmp(name, bt_out_name((bt_out_type)i)) == 0)
+            return *t = (bt_out_type)i, 0;
+    return -1;
+}
+
 int bt_target_from_arch(const char *arch, bt_target *t)
 {
     static const struct {

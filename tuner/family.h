@@ -110,6 +110,9 @@ const char *bt_in_name(bt_in_type t);
 const char *bt_out_name(bt_out_type t);
 const char *bt_dtype_tag(bt_in_type t); /* "fp8_w8a8" or "int8_w8a8" */
 int bt_out_size(bt_out_type t);
+/* The inverses of bt_in_name and bt_out_name; -1 (and *t untouched) for any other name. */
+int bt_in_parse(const char *name, bt_in_type *t);
+int bt_out_parse(const char *name, bt_out_type *t);
 
 /* A readable one-line form, e.g. "BM=64 BN=128 BK=128 GM=32 w=4 s=3". */
 void bt_cand_format(const bt_family *f, const bt_cand *c, char *buf, size_t n);

@@ -206,10 +206,10 @@ static void drop_problem(wstate *s)
 
 static int parse_variant(const char *in, const char *out, int bn, int bk, bt_variant *v)
 {
-    v->in = strcmp(in, "int8") == 0 ? BT_IN_INT8 : BT_IN_FP8;
-    v->out = strcmp(out, "bfloat16") == 0 ? BT_OUT_BF16 : strcmp(out, "float32") == 0 ? BT_OUT_F32 : BT_OUT_F16;
+    v->out = BT_OUT_F16; /* any other name, as before */
+    bt_out_parse(out, &v->out);
     v->block_n = bn, v->block_k = bk;
-    return (strcmp(in, "int8") && strcmp(in, "fp8")) || bn <= 0 || bk <= 0 ? -1 : 0;
+    return bt_in_parse(in, &v->in) || bn <= 0 || bk <= 0 ? -1 : 0;
 }
 
 /* Returns -1 when the context may be broken (the worker must exit). */
