@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # On the GPU machine: the tuning runs behind configs/ and BENCHMARKS.md. Each run's output goes
 # to $OUT/<name>.log and its configs to $OUT/configs.tar.
-# Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | full7:N:K | native-tp8 | native:N:K | native-focus:N:K
+# Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | full7:N:K | native-tp8 | native:N:K |
+#        native-int8:N:K | native-focus:N:K
 # (full7:N:K: SGLang's full classic space at the side by side's 7 batch sizes, 85-160 s a shape on
 # an H100 once its 992 kernels are compiled, about 60 s on 16 cores; the classic configs shipped.)
 # (native-tp8 with the native space, 546 candidates runnable for FP8, takes about 10 minutes on an H100; native:N:K
-# tunes one shape into the same directory, so the 13 shapes can be split across calls.)
+# tunes one shape into the same directory, so the 13 shapes can be split across calls;
+# native-int8:N:K the same with INT8 inputs, whose space is about twice FP8's: INT8_CONVERT 0 and 1.)
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/configs
 cache=/tmp/btcache
-[ -f build/cache-default.tar.xz ] && [ ! -d $cache ] && mkdir -p $cache && xz -dc build/cache-default.tar.xz | tar -C $cache --strip-components=1 -xf -
+# Kernels compiled ahead (here or with `tune --dry-run --arch sm_90a --cache-dir D`), carried as
+# build/cache-*.tar.xz of a directory holding the cache, save the compile on a fresh machine.
+mkdir -p $cache
+for t in build/cache-*.tar.xz; do
+    [ -f "$t" ] && xz -dc "$t" | tar -C $cache --strip-components=1 --skip-old-files -xf -
+done
 for run in "$@"; do
     IFS=: read -r kind N K <<<"$run"
     log="$out/${kind}${N:+-$N-$K}.log"
@@ -22,6 +29,8 @@ for run in "$@"; do
                --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native) build/tune --family native --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    native-int8) build/tune --family native --input-type int8 --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs \
+                     --cache-dir $cache --resume ;;
     native-focus) build/tune --family native --space bench/spaces/native_large_m.yaml --N "$N" --K "$K" \
                       --out-dtype bfloat16 --out-dir /tmp/native-focus --cache-dir $cache --top 30 ;;
     esac > "$log" 2>&1
