@@ -12,8 +12,7 @@
 set -u
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export BT_ROOT=$PWD BT_TUNE=$PWD/build/tune BT_TEST_CACHE=/tmp/btcache BT_GPU_TESTS=1
-mkdir -p /tmp/btcache
-[ -f build/cache-default.tar.xz ] && xz -dc build/cache-default.tar.xz | tar -C /tmp/btcache --strip-components=1 -xf -
+bash bench/unpack_caches.sh /tmp/btcache
 shapes=576x7168,24576x7168,32768x512,7168x16384,7168x18432,4608x7168,3072x7168,4096x512,3072x1536,512x7168,7168x2304,7168x2048,7168x256
 case ${1:-} in
 tests)

@@ -12,12 +12,7 @@ set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/configs
 cache=/tmp/btcache
-# Kernels compiled ahead (here or with `tune --dry-run --arch sm_90a --cache-dir D`), carried as
-# build/cache-*.tar.xz of a directory holding the cache, save the compile on a fresh machine.
-mkdir -p $cache
-for t in build/cache-*.tar.xz; do
-    [ -f "$t" ] && xz -dc "$t" | tar -C $cache --strip-components=1 --skip-old-files -xf -
-done
+bash bench/unpack_caches.sh $cache
 for run in "$@"; do
     IFS=: read -r kind N K <<<"$run"
     log="$out/${kind}${N:+-$N-$K}.log"
