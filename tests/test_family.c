@@ -99,3 +99,32 @@ TEST(native_int8_convert)
     bt_cand_format(&bt_family_native, &add, desc, sizeof desc);
     CHECK_CONTAINS(desc, "SPLIT_K=1 INT8_CONVERT=1");
 }
+
+/* The heuristic's INT8 kernels convert by adds from M = 512 with 12 K blocks or more and a
+ * 16-bit output; FP8, fp32 outputs, short K and smaller M keep the conversion instruction.
+ * Every candidate it gives passes the static checks. */
+TEST(native_fallback_int8_convert)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448, h100.sm_count = 132;
+    const struct {
+        bt_variant v;
+        long M, K;
+        int cvt;
+    } cases[] = {
+        {{BT_IN_INT8, BT_OUT_BF16, 128, 128}, 2048, 7168, 1}, {{BT_IN_INT8, BT_OUT_F16, 128, 128}, 512, 1536, 1},
+        {{BT_IN_INT8, BT_OUT_BF16, 128, 128}, 2048, 1408, 0}, {{BT_IN_INT8, BT_OUT_BF16, 128, 128}, 256, 7168, 0},
+        {{BT_IN_INT8, BT_OUT_F32, 128, 128}, 2048, 7168, 0},  {{BT_IN_FP8, BT_OUT_BF16, 128, 128}, 2048, 7168, 0},
+        {{BT_IN_INT8, BT_OUT_BF16, 128, 64}, 2048, 768, 1},
+    };
+    const int cvt = bt_family_param_index(&bt_family_native, "INT8_CONVERT");
+    CHECK(cvt >= 0);
+    for (size_t i = 0; cvt >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
+        bt_cand c;
+        char why[200];
+        bt_family_native.fallback(cases[i].M, 7168, cases[i].K, &cases[i].v, &h100, &c);
+        CHECK_EQ(c.v[cvt], cases[i].cvt);
+        CHECK_EQ(bt_family_native.check(&c, &cases[i].v, &h100, why, sizeof why), BT_REJ_NONE);
+    }
+}

@@ -102,7 +102,7 @@ TEST(searchspace_small_loads)
     CHECK_STREQ(s.name, "small");
     CHECK_EQ(bt_space_enumerate(&s, 128, 128, &c, &n, &err), 0);
     CHECK_EQ(n, 24);
-    s.family->fallback(1, 4096, 7168, NULL, &dflt);
+    s.family->fallback(1, 4096, 7168, &(bt_variant){BT_IN_FP8, BT_OUT_F16, 128, 128}, NULL, &dflt);
     CHECK(find_cand(c, n, &dflt));
     free(c);
     c = NULL;

@@ -147,7 +147,7 @@ static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, c
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         if (!order[i])
             continue;
-        order[i]->fallback(M, N, K, &bt->gpu.target, &c->cand);
+        order[i]->fallback(M, N, K, v, &bt->gpu.target, &c->cand);
         if (order[i]->check(&c->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE) {
             c->fam = order[i];
             return;

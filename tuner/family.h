@@ -89,7 +89,7 @@ typedef struct bt_family {
     void (*launch)(const bt_cand *c, const bt_variant *v, const bt_target *t, long M, long N,
                    long K, bt_launch *out);
     /* Candidate used when no config exists for a shape (documented heuristic). */
-    void (*fallback)(long M, long N, long K, const bt_target *t, bt_cand *out);
+    void (*fallback)(long M, long N, long K, const bt_variant *v, const bt_target *t, bt_cand *out);
 } bt_family;
 
 extern const bt_family bt_family_classic;

@@ -189,7 +189,7 @@ static int prepare_candidates(run *r, bt_err *err)
     for (int s = 0; s < r->nshapes; s++)
         for (int b = 0; b < r->nbatch; b++) {
             bt_cand def;
-            r->fam->fallback(r->batch[b], r->shapes[s].N, r->shapes[s].K, &r->target, &def);
+            r->fam->fallback(r->batch[b], r->shapes[s].N, r->shapes[s].K, &r->variant, &r->target, &def);
             if (r->fam->check(&def, &r->variant, &r->target, NULL, 0) != BT_REJ_NONE)
                 continue;
             if (find_cand(r, &def) < 0) {
@@ -651,7 +651,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
         /* The default first: a baseline for pruning, and the speedup the config buys. One that
          * cannot run on the target was not compiled (prepare_candidates): there is none. */
         bt_cand def;
-        r->fam->fallback(M, s->N, s->K, &r->target, &def);
+        r->fam->fallback(M, s->N, s->K, &r->variant, &r->target, &def);
         const long d = find_cand(r, &def);
         const size_t ndef = d < 0 ? SIZE_MAX : (size_t)d;
         if (d < 0)
