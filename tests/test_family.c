@@ -128,3 +128,26 @@ TEST(native_fallback_int8_convert)
         CHECK_EQ(bt_family_native.check(&c, &cases[i].v, &h100, why, sizeof why), BT_REJ_NONE);
     }
 }
+
+/* The heuristic's tiles: 64 rows up to M = 128, as wide as gives about one tile per SM (two
+ * row tiles of 7168 columns on 132 SMs: 109 columns, rounded up to 112); 128 x 128 above. */
+TEST(native_fallback_tiles)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448, h100.sm_count = 132;
+    const bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    const struct {
+        long M, N;
+        int bm, bn;
+    } cases[] = {{1, 7168, 64, 64}, {64, 7168, 64, 64}, {128, 7168, 64, 112}, {96, 576, 64, 16},
+                 {128, 24576, 64, 128}, {129, 7168, 128, 128}, {4096, 7168, 128, 128}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bt_cand c;
+        char why[200];
+        bt_family_native.fallback(cases[i].M, cases[i].N, 7168, &v, &h100, &c);
+        CHECK_EQ(c.v[0], cases[i].bm); /* BLOCK_SIZE_M */
+        CHECK_EQ(c.v[1], cases[i].bn); /* BLOCK_SIZE_N */
+        CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    }
+}

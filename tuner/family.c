@@ -309,17 +309,19 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     out->store_cols = bt_nv_store_bytes(p[NV_BM], p[NV_BN], bt_out_size(v->out)) ? bt_nv_store_cols(p[NV_BN]) : 0;
 }
 
-/* Without a config: small M streams the weights, so tiles of 64 rows and as many column tiles
- * as SMs; larger M takes 128 x 128 tiles. Stages: as many as fit, up to 8. INT8 from M = 512
- * with at least 12 K blocks converts its partials by adds (INT8_CONVERT 1) where the output is
- * 16-bit, whose rounding hides that conversion's (BENCHMARKS.md, "The INT8 heuristic"). */
+/* Without a config: up to M = 128 a call streams the weights, so tiles of 64 rows, as wide as
+ * gives about one tile per SM (1.27-1.45x faster in geomean at M = 96 and 128 than 128 x 128
+ * tiles on the H100: BENCHMARKS.md, "The native heuristic"); larger M takes 128 x 128 tiles.
+ * Stages: as many as fit, up to 8. INT8 from M = 512 with at least 12 K blocks converts its
+ * partials by adds (INT8_CONVERT 1) where the output is 16-bit, whose rounding hides that
+ * conversion's (the same section). */
 static void native_fallback(long M, long N, long K, const bt_variant *v, const bt_target *t, bt_cand *out)
 {
     long sms = t->sm_count > 0 ? t->sm_count : 132;
     memset(out, 0, sizeof *out);
-    int bm = M <= 64 ? 64 : 128, bn = 128;
-    if (M <= 64) {
-        long want = (N + sms - 1) / sms;
+    int bm = M <= 128 ? 64 : 128, bn = 128;
+    if (M <= 128) {
+        long want = ((M + 63) / 64 * N + sms - 1) / sms; /* columns per tile for one tile per SM */
         bn = (int)((want + 7) / 8 * 8);
         if (bn > 32) /* a width INT8 wgmma takes too */
             bn = (bn + 15) / 16 * 16;
