@@ -21,13 +21,9 @@ variant's output is from the INT8 one (relative Frobenius norm), and with --conf
 each call ran."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
+from peer import SGLANG_DEFAULT, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, first_outputs, inputs, rel_diff
 from variants import config_dir
-
-# SGLang's config for block-wise W8A8 where it has no tuned file (the classic family's fallback).
-SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 4,
-                  "num_stages": 3}
 
 
 def classic_default_dir(shapes, device):

@@ -7,6 +7,10 @@ Prints one JSON line per (N, K, M): {"N":..,"K":..,"M":..,"us":..} or {"error": 
 adds "rel_err", the output's error against a float64 reference."""
 import argparse, json, math, random, statistics, time, torch
 
+# SGLang's config for block-wise W8A8 where it has no tuned file (the classic family's fallback).
+SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
+                  "num_warps": 4, "num_stages": 3}
+
 
 def make_inputs(M, N, K, dev):
     ks = math.ceil(K / 128)

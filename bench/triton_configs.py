@@ -21,12 +21,10 @@ import argparse, glob, json, math, os, torch
 import triton
 import triton.language as tl
 
-from peer import (add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, name_value,  # bench/ is
-                  rel_err, rotation_sets)  # on the path
+from peer import (SGLANG_DEFAULT, add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs,  # bench/ is
+                  name_value, rel_err, rotation_sets)  # on the path
 
 QB = 128  # quantization block along N and K
-SGLANG_DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
-                  "num_warps": 4, "num_stages": 3}
 
 
 @triton.jit
