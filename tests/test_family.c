@@ -142,12 +142,15 @@ TEST(native_fallback_tiles)
         int bm, bn;
     } cases[] = {{1, 7168, 64, 64}, {64, 7168, 64, 64}, {128, 7168, 64, 112}, {96, 576, 64, 16},
                  {128, 24576, 64, 128}, {129, 7168, 128, 128}, {4096, 7168, 128, 128}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int bm = bt_family_param_index(&bt_family_native, "BLOCK_SIZE_M"),
+              bn = bt_family_param_index(&bt_family_native, "BLOCK_SIZE_N");
+    CHECK(bm >= 0 && bn >= 0);
+    for (size_t i = 0; bm >= 0 && bn >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
         bt_cand c;
         char why[200];
         bt_family_native.fallback(cases[i].M, cases[i].N, 7168, &v, &h100, &c);
-        CHECK_EQ(c.v[0], cases[i].bm); /* BLOCK_SIZE_M */
-        CHECK_EQ(c.v[1], cases[i].bn); /* BLOCK_SIZE_N */
+        CHECK_EQ(c.v[bm], cases[i].bm);
+        CHECK_EQ(c.v[bn], cases[i].bn);
         CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
     }
 }

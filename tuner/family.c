@@ -321,7 +321,7 @@ static void native_fallback(long M, long N, long K, const bt_variant *v, const b
     memset(out, 0, sizeof *out);
     int bm = M <= 128 ? 64 : 128, bn = 128;
     if (M <= 128) {
-        long want = ((M + 63) / 64 * N + sms - 1) / sms; /* columns per tile for one tile per SM */
+        long want = ((M + bm - 1) / bm * N + sms - 1) / sms; /* columns per tile for one tile per SM */
         bn = (int)((want + 7) / 8 * 8);
         if (bn > 32) /* a width INT8 wgmma takes too */
             bn = (bn + 15) / 16 * 16;
