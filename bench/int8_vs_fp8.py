@@ -18,7 +18,7 @@ Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,409
 Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant library as
 "int8_" and its directory's name, an --int8-variant as "int8_" and its name), how far each
 variant's output is from the INT8 one (relative Frobenius norm), and with --configs the kernel
-each call ran."""
+each call ran; bench/int8_table.py turns --configs runs into BENCHMARKS.md's tables."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from peer import SGLANG_DEFAULT, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
