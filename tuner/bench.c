@@ -8,12 +8,16 @@
 #define TARGET_REPLAY_US 2000.0 /* long enough that event resolution and jitter vanish */
 #define MAX_LAUNCHES 400
 
+#define STR(x) #x
+#define XSTR(x) STR(x) /* a macro's value as a string literal */
+
 const char *bt_bench_method(void)
 {
     return "CUDA graph of back-to-back launches rotating over input copies totalling >= 4x L2; "
-           "one warm-up replay; median of 10 replays timed with CUDA events; per batch size the 3 "
-           "fastest candidates and the default timed again in 3 interleaved rounds, each time after "
-           "the GPU has idled for rest_ms, each one's median kept";
+           "one warm-up replay; median of " XSTR(REPLAYS) " replays timed with CUDA events; "
+           "per batch size the " XSTR(BT_FINALISTS) " fastest candidates and the default timed again in "
+           XSTR(BT_FINAL_ROUNDS) " interleaved rounds, each time after the GPU has idled for rest_ms, "
+           "each one's median kept";
 }
 
 int bt_rotation_make(bt_gpu *g, const bt_problem *p, size_t min_bytes, bt_rotation *r, bt_err *err)

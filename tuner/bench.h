@@ -7,6 +7,12 @@
 #include "gpu.h"
 
 #define BT_BENCH_MAXSETS 64
+/* Once every candidate of a batch size is timed, the BT_FINALISTS fastest and the default are
+ * timed again in BT_FINAL_ROUNDS interleaved rounds (tune.c). Eight, not three: at INT8 M = 128
+ * on the H200 a config 5% faster side by side was outside the first pass's three fastest in
+ * five tunes of six (BENCHMARKS.md, "The tuner's finalists: eight, not three"). */
+#define BT_FINALISTS 8
+#define BT_FINAL_ROUNDS 3
 
 /* Copies of one problem's buffers (set 0 is the verified one). */
 typedef struct {

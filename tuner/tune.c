@@ -21,8 +21,6 @@
 #include "worker.h"
 
 #define PRUNE_FACTOR 1.5 /* a candidate this much slower than the best so far is not timed further */
-#define FINALISTS 3      /* the fastest candidates re-timed, with the default, once all are timed */
-#define FINAL_ROUNDS 3   /* interleaved rounds of that re-timing */
 
 typedef struct {
     bt_cand cand;
@@ -543,20 +541,20 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
 }
 
 /* The GPU's clock drifts over a run (power and temperature), so candidates timed seconds apart
- * are not compared on equal terms. The default and the FINALISTS fastest are timed again in
- * FINAL_ROUNDS interleaved rounds, each time after the GPU has idled for --rest milliseconds,
+ * are not compared on equal terms. The default and the BT_FINALISTS fastest are timed again in
+ * BT_FINAL_ROUNDS interleaved rounds, each time after the GPU has idled for --rest milliseconds,
  * and each one's median stands for it: times of a GPU at the clock it runs between bursts, as a
  * side-by-side benchmark sees it, and not at the lower one a minutes-long tune holds it at (8-10%
  * slower on large GEMMs). A finalist that fails every re-timing keeps its first time. */
 static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 {
-    timed *fin[FINALISTS + 1];
+    timed *fin[BT_FINALISTS + 1];
     int nfin = 0, has_def = 0;
-    double t[FINALISTS + 1][FINAL_ROUNDS], rel[FINALISTS + 1];
+    double t[BT_FINALISTS + 1][BT_FINAL_ROUNDS], rel[BT_FINALISTS + 1];
     qsort(b->all, b->nall, sizeof *b->all, cmp_timed);
     for (size_t k = 0; k < b->nall; k++) {
         timed *x = &b->all[k];
-        if (!x->pruned && (nfin < FINALISTS || (x->cand == ndef && !has_def))) {
+        if (!x->pruned && (nfin < BT_FINALISTS || (x->cand == ndef && !has_def))) {
             fin[nfin++] = x;
             has_def |= x->cand == ndef;
         }
@@ -564,7 +562,7 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
     if (nfin < 2)
         return;
     const long rest = r->o->rest_ms;
-    for (int round = 0; round < FINAL_ROUNDS; round++)
+    for (int round = 0; round < BT_FINAL_ROUNDS; round++)
         for (int f = 0; f < nfin; f++) {
             if (rest > 0) { /* an idle GPU is back at its full clock within 100 ms */
                 struct timespec ts = {rest / 1000, rest % 1000 * 1000000L};
@@ -579,9 +577,9 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
         }
     b->best = -1;
     for (int f = 0; f < nfin; f++) {
-        double v[FINAL_ROUNDS];
+        double v[BT_FINAL_ROUNDS];
         int n = 0;
-        for (int round = 0; round < FINAL_ROUNDS; round++)
+        for (int round = 0; round < BT_FINAL_ROUNDS; round++)
             if (!isnan(t[f][round]))
                 v[n++] = t[f][round];
         if (n > 0)
