@@ -14,9 +14,10 @@ for the A100 and H20, none for the H100); cuBLASLt has no block-scaled INT8 GEMM
 Usage: python3 bench/int8_vs_fp8.py --shapes 24576x7168,7168x18432 --ms 2048,4096 \\
            [--config 128,128,5,8,1,1[,INT8_CONVERT] | --configs DIR]
            [--variant-lib /tmp/nocvt/libblocktune.so,/tmp/other/libx.so]
-           [--int8-variant add=128,128,5,8,1,1,1] [--rounds 11] [--cache DIR]
+           [--int8-variant add=128,128,5,8,1,1,1] [--int8-configs NAME=DIR] [--rounds 11] [--cache DIR]
 Prints one JSON line per (N, K, M): microseconds and TFLOPS of each (a variant library as
-"int8_" and its directory's name, an --int8-variant as "int8_" and its name), how far each
+"int8_" and its directory's name, an --int8-variant or --int8-configs as "int8_" and its name: INT8
+at one config, or at DIR's native INT8 configs, e.g. another tune's), how far each
 variant's output is from the INT8 one (relative Frobenius norm), and with --configs the kernel
 each call ran; bench/int8_table.py turns --configs runs into BENCHMARKS.md's tables."""
 import argparse, ctypes, json, os, tempfile, torch
@@ -49,6 +50,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--int8-variant", action="append", default=[], type=name_value,
                     help="NAME=CONFIG: INT8 once more under another config (e.g. with INT8_CONVERT 1)")
+    ap.add_argument("--int8-configs", action="append", default=[], type=name_value, metavar="NAME=DIR",
+                    help="INT8 once more at DIR's native INT8 configs")
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
     torch.zeros(1, device="cuda")
@@ -67,6 +70,8 @@ def main():
     for name, values in o.int8_variant:
         kernels["int8_" + name] = (o.lib, 1)
         dirs["int8_" + name] = config_dir(list(map(int, values.split(","))), shapes, device, ("int8_w8a8",))
+    for name, path in o.int8_configs:
+        kernels["int8_" + name], dirs["int8_" + name] = (o.lib, 1), path
     libs = {path: ctypes.CDLL(path) for path, _ in kernels.values()}
     handles = {k: Blocktune(libs[path], dirs.get(k, d), o.cache or tempfile.mkdtemp(prefix="blocktune-int8-cache-"))
                for k, (path, _) in kernels.items()}
