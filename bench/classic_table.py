@@ -3,7 +3,9 @@
 directory (each file's last run), and beside cuBLASLt's block-scaled FP8 GEMM when bench/peer.py
 output is given (same output type: float16).
 Usage: python3 bench/classic_table.py CONFIG_DIR [PEER.jsonl]"""
-import glob, json, math, sys
+import glob, json, sys
+
+from compare import geomean  # bench/ is on the path
 
 peer = {}
 if len(sys.argv) > 2:
@@ -34,7 +36,6 @@ for N, K, M, space, r in sorted(rows):
         vp = f"{p / r['us']:.2f}x" if p else "refused" if M == 1 else "-"
         line += f" {p if p else '-'} | {vp} |"
     print(line)
-g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
-print(f"\ngeomean speedup of the tuned config over the default: {g(speedups):.3f} over {len(speedups)} points")
+print(f"\ngeomean speedup of the tuned config over the default: {geomean(speedups):.3f} over {len(speedups)} points")
 if vs_peer:
-    print(f"geomean speedup of the tuned config over cuBLASLt block-scaled: {g(vs_peer):.3f} over {len(vs_peer)} points")
+    print(f"geomean speedup of the tuned config over cuBLASLt block-scaled: {geomean(vs_peer):.3f} over {len(vs_peer)} points")

@@ -11,6 +11,11 @@ import argparse, json, math, re
 COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes read + written)
 
 
+def geomean(xs):
+    """The geometric mean of positive numbers (nan for none); the tables' scripts share it."""
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
 def config(kernel):
     """'native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128 ... (config ...)' -> '128,128,...'"""
     return ",".join(re.findall(r"=(\d+)", kernel.split("(")[0])) or kernel
@@ -57,9 +62,8 @@ def main():
         print(f"| {N} | {K} | {M} | {n:.2f} | {config(r['native_kernel'])} | {2 * M * N * K / n / 1e6:.0f} | "
               f"{100 * floor_us(N, K, M, o.copy_tbps) / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
               f"{f'{p / n:.2f}x' if p else 'refused'} | {c / n:.2f}x |")
-    g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-    print(f"\ngeomean speedup over cuBLASLt block-scaled: {g(sp_peer):.3f} over {len(sp_peer)} points; "
-          f"over the classic kernel: {g(sp_cla):.3f} over {len(sp_cla)} points")
+    print(f"\ngeomean speedup over cuBLASLt block-scaled: {geomean(sp_peer):.3f} over {len(sp_peer)} points; "
+          f"over the classic kernel: {geomean(sp_cla):.3f} over {len(sp_cla)} points")
     if rows and all("native_pdl_us" in r for r in rows):
         pdl_table(rows, o.copy_tbps)
 

@@ -7,9 +7,9 @@ The first run gives the time table; every run gives a column in the ratio table 
 line: the speedup over the classic kernel (geomean, range, points faster), FP8 time over INT8
 time at M <= 64, M = 128, M = 512 and at the large-M points (M >= 2048, N and K >= 2048) with
 their TFLOPS geomeans, and the largest relative difference between the two kernels' outputs."""
-import argparse, json, math
+import argparse, json
 
-g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
+from compare import geomean  # bench/ is on the path
 
 
 def load(path):
@@ -29,17 +29,17 @@ def tflops(r, kernel):
 
 def summary(name, rows):
     cla = [r["us"]["int8_classic"] / r["us"]["int8"] for r in rows]
-    print(f"{name}: INT8 native over classic: geomean {g(cla):.3f} over {len(cla)}, {min(cla):.2f}-{max(cla):.2f}x, "
+    print(f"{name}: INT8 native over classic: geomean {geomean(cla):.3f} over {len(cla)}, {min(cla):.2f}-{max(cla):.2f}x, "
           f"faster at {sum(c > 1 for c in cla)}")
     for label, sel in (("M <= 64", lambda r: r["M"] <= 64), ("M = 128", lambda r: r["M"] == 128),
                        ("M = 512", lambda r: r["M"] == 512)):
         xs = [ratio(r) for r in rows if sel(r)]
         if xs:
-            print(f"  FP8 / INT8 time, {label}: {min(xs):.2f}-{max(xs):.2f}, geomean {g(xs):.3f} over {len(xs)}")
+            print(f"  FP8 / INT8 time, {label}: {min(xs):.2f}-{max(xs):.2f}, geomean {geomean(xs):.3f} over {len(xs)}")
     big = [r for r in rows if r["M"] >= 2048 and r["N"] >= 2048 and r["K"] >= 2048]
     if big:
         xs = [ratio(r) for r in big]
-        tf = {k: g([tflops(r, k) for r in big]) for k in ("int8", "fp8", "int8_classic")}
+        tf = {k: geomean([tflops(r, k) for r in big]) for k in ("int8", "fp8", "int8_classic")}
         print(f"  FP8 / INT8 time, M >= 2048 and N, K >= 2048: {min(xs):.2f}-{max(xs):.2f} over {len(xs)}; TFLOPS "
               f"geomean INT8 {tf['int8']:.0f}, FP8 {tf['fp8']:.0f}, INT8 classic {tf['int8_classic']:.0f}")
     diffs = [r["variant_rel_diff"]["int8_classic"] for r in rows if "variant_rel_diff" in r]
