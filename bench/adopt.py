@@ -1,0 +1,108 @@
+"""Adopts single entries of one tune's native configs into another directory's: the step after a
+re-tune whose picks were timed side by side against the shipped ones (bench/variants.py
+--shipped old=DIR --shipped new=DIR), where a new pick is faster at some points and slower at
+others. For each --point N,K,M the entry for batch size M of FROM's config for (N, K) replaces
+INTO's, and the sidecar of INTO's file gets the FROM run that pick came from (once), with
+"adopted": the batch sizes taken from it and "adopted_because": --why. Each file is written to a
+temporary file and renamed, in the formats the tuner writes (the config as SGLang's json.dump
+with indent 4, the sidecar as cJSON prints it).
+
+Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 24576,7168,2048 ...
+       [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3]"""
+import argparse, glob, json, os, sys, tempfile
+
+
+def cjson_string(s):
+    out = ['"']
+    for ch in s:
+        esc = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
+        out.append(esc if esc else f"\\u{ord(ch):04x}" if ord(ch) < 32 else ch)
+    return "".join(out + ['"'])
+
+
+def cjson_number(d):
+    if isinstance(d, int) or d == int(d):
+        return str(int(d))
+    s = "%1.15g" % d
+    return s if float(s) == d else "%1.17g" % d
+
+
+def cjson_print(v, depth=1):
+    """v as cJSON_Print writes it: tabs, "key":<tab>value, arrays on one line (but a level deeper)."""
+    if isinstance(v, dict):
+        items = [("\t" * depth) + cjson_string(k) + ":\t" + cjson_print(x, depth + 1) for k, x in v.items()]
+        return "{\n" + "".join(i + (",\n" if n + 1 < len(items) else "\n") for n, i in enumerate(items)) + \
+            "\t" * (depth - 1) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(cjson_print(x, depth + 1) for x in v) + "]"
+    if isinstance(v, str):
+        return cjson_string(v)
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return cjson_number(v)
+
+
+def write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".adopt-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.rename(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def native_file(d, N, K, device, dtype):
+    """The one native config of (N, K) in d, or exit with why not."""
+    pat = f"N={N},K={K},device_name={device or '*'},dtype={dtype},block_shape=*,kernel=native.json"
+    hits = glob.glob(os.path.join(glob.escape(d), pat))
+    if len(hits) != 1:
+        sys.exit(f"adopt.py: {len(hits)} files match {os.path.join(d, pat)}, expected one")
+    return hits[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from", dest="src", required=True)
+    ap.add_argument("--into", required=True)
+    ap.add_argument("--why", required=True, help="what the adopted entries were measured to do, for the sidecar")
+    ap.add_argument("--point", action="append", required=True, help="N,K,M")
+    ap.add_argument("--dtype", default="fp8_w8a8")
+    ap.add_argument("--device", help="device_name in the file names (default: whichever is there)")
+    a = ap.parse_args()
+    by_file = {}
+    for p in a.point:
+        try:
+            N, K, M = (int(x) for x in p.split(","))
+        except ValueError:
+            ap.error(f"--point {p}: expected N,K,M")
+        by_file.setdefault((N, K), []).append(M)
+    for (N, K), ms in by_file.items():
+        src, dst = native_file(a.src, N, K, a.device, a.dtype), native_file(a.into, N, K, a.device, a.dtype)
+        new, cfg = json.load(open(src)), json.load(open(dst))
+        new_side = json.load(open(src[:-5] + ".provenance.json"))
+        side = json.load(open(dst[:-5] + ".provenance.json"))
+        for M in ms:
+            if str(M) not in new:
+                sys.exit(f"adopt.py: {src} has no batch size {M}")
+            cfg[str(M)] = new[str(M)]
+            # The newest run of the source that tuned M is where the entry came from.
+            run = next(r for r in reversed(new_side["runs"]) if str(M) in r.get("results", {}))
+            mine = next((r for r in side["runs"] if r.get("date") == run["date"]), None)
+            if mine is None:
+                mine = dict(run, adopted=[], adopted_because=a.why)
+                side["runs"].append(mine)
+            if M not in mine["adopted"]:
+                mine["adopted"].append(M)
+        # Batch sizes in numeric order, as the tuner writes them.
+        cfg = {k: cfg[k] for k in sorted(cfg, key=int)}
+        write_atomic(dst, json.dumps(cfg, indent=4) + "\n")
+        write_atomic(dst[:-5] + ".provenance.json", cjson_print(side) + "\n")
+        print(f"{os.path.basename(dst)}: adopted {sorted(ms)}")
+
+
+if __name__ == "__main__":
+    main()
