@@ -8,7 +8,10 @@ temporary file and renamed, in the formats the tuner writes (the config as SGLan
 with indent 4, the sidecar as cJSON prints it).
 
 Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 24576,7168,2048 ...
-       [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3]"""
+       [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3]
+       python3 bench/adopt.py --check configs   (every file there written again in these formats
+       must come out byte for byte as it is: what tests/run checks, so that adopted entries read
+       as the tuner's own)"""
 import argparse, glob, json, os, sys, tempfile
 
 
@@ -64,15 +67,37 @@ def native_file(d, N, K, device, dtype):
     return hits[0]
 
 
+def check(d):
+    """The files of d that these formats would not write as they are; exit 1 if any."""
+    names = sorted(glob.glob(os.path.join(glob.escape(d), "*.json")))
+    bad = []
+    for f in names:
+        text = open(f).read()
+        v = json.loads(text)
+        again = cjson_print(v) + "\n" if f.endswith(".provenance.json") else json.dumps(v, indent=4) + "\n"
+        if again != text:
+            bad.append(os.path.basename(f))
+    for b in bad:
+        print(f"adopt.py: {os.path.join(d, b)} is not in the format adopt.py writes")
+    print(f"{len(names) - len(bad)} of {len(names)} files as adopt.py writes them")
+    sys.exit(1 if bad or not names else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--from", dest="src", required=True)
-    ap.add_argument("--into", required=True)
-    ap.add_argument("--why", required=True, help="what the adopted entries were measured to do, for the sidecar")
-    ap.add_argument("--point", action="append", required=True, help="N,K,M")
+    ap.add_argument("--check", metavar="DIR", help="only check that DIR's files are in the formats written here")
+    ap.add_argument("--from", dest="src")
+    ap.add_argument("--into")
+    ap.add_argument("--why", help="what the adopted entries were measured to do, for the sidecar")
+    ap.add_argument("--point", action="append", help="N,K,M")
     ap.add_argument("--dtype", default="fp8_w8a8")
     ap.add_argument("--device", help="device_name in the file names (default: whichever is there)")
     a = ap.parse_args()
+    if a.check:
+        check(a.check)
+    for flag in ("src", "into", "why", "point"):
+        if not getattr(a, flag):
+            ap.error(f"--{'from' if flag == 'src' else flag} is required (or --check DIR)")
     by_file = {}
     for p in a.point:
         try:
