@@ -24,7 +24,8 @@ def cjson_string(s):
 
 
 def cjson_number(d):
-    if isinstance(d, int) or d == int(d):
+    # cJSON prints a number as an integer where it equals its int (saturated) copy.
+    if d == int(d) and abs(d) <= 2**31 - 1:
         return str(int(d))
     s = "%1.15g" % d
     return s if float(s) == d else "%1.17g" % d
@@ -115,12 +116,15 @@ def main():
                 sys.exit(f"adopt.py: {src} has no batch size {M}")
             cfg[str(M)] = new[str(M)]
             # The newest run of the source that tuned M is where the entry came from.
-            run = next(r for r in reversed(new_side["runs"]) if str(M) in r.get("results", {}))
+            run = next((r for r in reversed(new_side["runs"]) if str(M) in r.get("results", {})), None)
+            if run is None:
+                sys.exit(f"adopt.py: no run in {src[:-5]}.provenance.json tuned batch size {M}")
             mine = next((r for r in side["runs"] if r.get("date") == run["date"]), None)
             if mine is None:
                 mine = dict(run, adopted=[], adopted_because=a.why)
                 side["runs"].append(mine)
-            if M not in mine["adopted"]:
+            # (A run the sidecar already holds without "adopted" wrote this file itself.)
+            if M not in mine.get("adopted", [M]):
                 mine["adopted"].append(M)
         # Batch sizes in numeric order, as the tuner writes them.
         cfg = {k: cfg[k] for k in sorted(cfg, key=int)}
