@@ -5,7 +5,8 @@
 #        native-int8:N:K | native-focus:N:K
 # (full7:N:K: SGLang's full classic space at the side by side's 7 batch sizes, 85-160 s a shape on
 # an H100 once its 992 kernels are compiled, about 60 s on 16 cores; the classic configs shipped.)
-# (native-tp8 with the native space, 546 candidates runnable for FP8, takes about 10 minutes on an H100; native:N:K
+# (native-tp8 with the native space, 750 candidates runnable for FP8 at its 10 batch sizes, takes about 25 minutes
+# on an H100: 65-107 s a shape at 7 batch sizes, about 32 s more for 256, 1024 and 3072; native:N:K
 # tunes one shape into the same directory, so the 13 shapes can be split across calls;
 # native-int8:N:K the same with INT8 inputs, whose space is about twice FP8's: INT8_CONVERT 0 and 1.)
 set -u
