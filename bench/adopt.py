@@ -59,6 +59,15 @@ def write_atomic(path, text):
         raise
 
 
+def load(path):
+    """path's JSON, or exit with one line saying why not."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"adopt.py: {path}: {e.strerror if isinstance(e, OSError) else e}")
+
+
 def native_file(d, N, K, device, dtype):
     """The one native config of (N, K) in d, or exit with why not."""
     pat = f"N={N},K={K},device_name={device or '*'},dtype={dtype},block_shape=*,kernel=native.json"
@@ -73,8 +82,9 @@ def check(d):
     names = sorted(glob.glob(os.path.join(glob.escape(d), "*.json")))
     bad = []
     for f in names:
-        text = open(f).read()
-        v = json.loads(text)
+        with open(f) as fh:
+            text = fh.read()
+        v = load(f)
         again = cjson_print(v) + "\n" if f.endswith(".provenance.json") else json.dumps(v, indent=4) + "\n"
         if again != text:
             bad.append(os.path.basename(f))
@@ -108,9 +118,8 @@ def main():
         by_file.setdefault((N, K), []).append(M)
     for (N, K), ms in by_file.items():
         src, dst = native_file(a.src, N, K, a.device, a.dtype), native_file(a.into, N, K, a.device, a.dtype)
-        new, cfg = json.load(open(src)), json.load(open(dst))
-        new_side = json.load(open(src[:-5] + ".provenance.json"))
-        side = json.load(open(dst[:-5] + ".provenance.json"))
+        new, cfg = load(src), load(dst)
+        new_side, side = load(src[:-5] + ".provenance.json"), load(dst[:-5] + ".provenance.json")
         for M in ms:
             if str(M) not in new:
                 sys.exit(f"adopt.py: {src} has no batch size {M}")
