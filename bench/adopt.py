@@ -14,6 +14,8 @@ Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 
        as the tuner's own)"""
 import argparse, glob, json, os, sys, tempfile
 
+from compare import config_name  # bench/ is on the path
+
 
 def cjson_string(s):
     out = ['"']
@@ -70,7 +72,7 @@ def load(path):
 
 def native_file(d, N, K, device, dtype):
     """The one native config of (N, K) in d, or exit with why not."""
-    pat = f"N={N},K={K},device_name={device or '*'},dtype={dtype},block_shape=*,kernel=native.json"
+    pat = config_name(N, K, device or "*", dtype, block="*")
     hits = glob.glob(os.path.join(glob.escape(d), pat))
     if len(hits) != 1:
         sys.exit(f"adopt.py: {len(hits)} files match {os.path.join(d, pat)}, expected one")
@@ -84,7 +86,10 @@ def check(d):
     for f in names:
         with open(f) as fh:
             text = fh.read()
-        v = load(f)
+        try:
+            v = json.loads(text)
+        except ValueError as e:
+            sys.exit(f"adopt.py: {f}: {e}")
         again = cjson_print(v) + "\n" if f.endswith(".provenance.json") else json.dumps(v, indent=4) + "\n"
         if again != text:
             bad.append(os.path.basename(f))

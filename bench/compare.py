@@ -16,6 +16,12 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def config_name(N, K, device, dtype, block="[128, 128]", native=True):
+    """The config file name the tuner writes (and SGLang opens, without the native suffix);
+    device or block "*" makes it a glob pattern."""
+    return f"N={N},K={K},device_name={device},dtype={dtype},block_shape={block}" + (",kernel=native" if native else "") + ".json"
+
+
 def config(kernel):
     """'native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128 ... (config ...)' -> '128,128,...'"""
     return ",".join(re.findall(r"=(\d+)", kernel.split("(")[0])) or kernel

@@ -22,7 +22,8 @@ variant's output is from the INT8 one (relative Frobenius norm), and with --conf
 each call ran; bench/int8_table.py turns --configs runs into BENCHMARKS.md's tables."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import SGLANG_DEFAULT, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
+from compare import config_name  # bench/ is on the path
+from peer import SGLANG_DEFAULT, calls_per_replay, interleaved_calls_us, name_value, rotation_sets
 from sidebyside import Blocktune, first_outputs, inputs, rel_diff
 from variants import config_dir
 
@@ -32,7 +33,7 @@ def classic_default_dir(shapes, device):
     config file the library would pick the native heuristic instead."""
     d = tempfile.mkdtemp(prefix="blocktune-classic-int8-")
     for N, K in shapes:
-        name = f"N={N},K={K},device_name={device},dtype=int8_w8a8,block_shape=[128, 128].json"
+        name = config_name(N, K, device, "int8_w8a8", native=False)
         with open(os.path.join(d, name), "w") as f:
             json.dump({str(m): SGLANG_DEFAULT for m in (1, 4096)}, f)
     return d

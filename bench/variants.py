@@ -13,7 +13,8 @@ random order), cuBLASLt's as "peer", each output's relative difference from the 
 "heuristic_instead": the variants the device cannot run, timed as the library's heuristic."""
 import argparse, ctypes, json, os, tempfile, torch
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets  # bench/ is on the path
+from compare import config_name  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets
 from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT",
@@ -27,7 +28,7 @@ def config_dir(values, shapes, device, dtypes=("fp8_w8a8",)):
     for N, K in shapes:
         for dtype in dtypes:
             entry = {k: v for k, v in zip(KEYS, values) if k != "INT8_CONVERT" or dtype.startswith("int8")}
-            name = f"N={N},K={K},device_name={device},dtype={dtype},block_shape=[128, 128],kernel=native.json"
+            name = config_name(N, K, device, dtype)
             with open(os.path.join(d, name), "w") as f:
                 json.dump({str(m): entry for m in (1, 4096)}, f)
     return d
