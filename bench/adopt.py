@@ -1,6 +1,7 @@
-"""Adopts single entries of one tune's native configs into another directory's: the step after a
-re-tune whose picks were timed side by side against the shipped ones (bench/variants.py
---shipped old=DIR --shipped new=DIR), where a new pick is faster at some points and slower at
+"""Adopts single entries of one tune's native configs (or, with --family classic, its
+SGLang-format ones) into another directory's: the step after a re-tune whose picks were timed
+side by side against the shipped ones (bench/variants.py --shipped old=DIR --shipped new=DIR,
+with --classic for classic configs), where a new pick is faster at some points and slower at
 others. For each --point N,K,M the entry for batch size M of FROM's config for (N, K) replaces
 INTO's, and the sidecar of INTO's file gets the FROM run that pick came from (once), with
 "adopted": the batch sizes taken from it and "adopted_because": --why. Each file is written to a
@@ -8,7 +9,7 @@ temporary file and renamed, in the formats the tuner writes (the config as SGLan
 with indent 4, the sidecar as cJSON prints it).
 
 Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 24576,7168,2048 ...
-       [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3]
+       [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3] [--family native|classic]
        python3 bench/adopt.py --check configs   (every file there written again in these formats
        must come out byte for byte as it is: what tests/run checks, so that adopted entries read
        as the tuner's own)"""
@@ -70,10 +71,12 @@ def load(path):
         sys.exit(f"adopt.py: {path}: {e.strerror if isinstance(e, OSError) else e}")
 
 
-def native_file(d, N, K, device, dtype):
-    """The one native config of (N, K) in d, or exit with why not."""
-    pat = config_name(N, K, device or "*", dtype, block="*")
+def config_file(d, N, K, device, dtype, native):
+    """The one config of (N, K) and the family in d, or exit with why not."""
+    pat = config_name(N, K, device or "*", dtype, block="*", native=native)
     hits = glob.glob(os.path.join(glob.escape(d), pat))
+    if not native:  # the pattern's "*" also matches the native files and every sidecar
+        hits = [h for h in hits if ",kernel=" not in h and not h.endswith(".provenance.json")]
     if len(hits) != 1:
         sys.exit(f"adopt.py: {len(hits)} files match {os.path.join(d, pat)}, expected one")
     return hits[0]
@@ -108,6 +111,7 @@ def main():
     ap.add_argument("--point", action="append", help="N,K,M")
     ap.add_argument("--dtype", default="fp8_w8a8")
     ap.add_argument("--device", help="device_name in the file names (default: whichever is there)")
+    ap.add_argument("--family", choices=("native", "classic"), default="native")
     a = ap.parse_args()
     if a.check:
         check(a.check)
@@ -122,7 +126,8 @@ def main():
             ap.error(f"--point {p}: expected N,K,M")
         by_file.setdefault((N, K), []).append(M)
     for (N, K), ms in by_file.items():
-        src, dst = native_file(a.src, N, K, a.device, a.dtype), native_file(a.into, N, K, a.device, a.dtype)
+        native = a.family == "native"
+        src, dst = (config_file(d, N, K, a.device, a.dtype, native) for d in (a.src, a.into))
         new, cfg = load(src), load(dst)
         new_side, side = load(src[:-5] + ".provenance.json"), load(dst[:-5] + ".provenance.json")
         for M in ms:

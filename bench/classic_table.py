@@ -1,6 +1,6 @@
 """Classic family: the tuned config against the runtime's default config (SGLang's: 64, 128,
 128, 32, 4 warps, 3 stages), per shape and batch size, from the provenance sidecars in a config
-directory (each file's last run), and beside cuBLASLt's block-scaled FP8 GEMM when bench/peer.py
+directory (each batch size from the run that gave the file its entry), and beside cuBLASLt's block-scaled FP8 GEMM when bench/peer.py
 output is given (same output type: float16).
 Usage: python3 bench/classic_table.py CONFIG_DIR [PEER.jsonl]"""
 import glob, json, sys
@@ -17,12 +17,19 @@ rows, speedups, vs_peer = [], [], []
 for f in sorted(glob.glob(f"{sys.argv[1]}/*.provenance.json")):
     if ",kernel=" in f:
         continue
-    run = json.load(open(f))["runs"][-1]
-    space = run["search_space"].split("/")[-1]
-    for m, r in sorted(run["results"].items(), key=lambda kv: int(kv[0])):
-        if "default_us" in r:
-            speedups.append(r["speedup"])
-        rows.append((run["N"], run["K"], int(m), space, r))
+    # Each batch size from the newest run that gave the file its entry: a run bench/adopt.py
+    # appended gave only the batch sizes it lists as "adopted".
+    entries = json.load(open(f.replace(".provenance.json", ".json")))
+    taken = set()
+    for run in reversed(json.load(open(f))["runs"]):
+        space = run["search_space"].split("/")[-1]
+        for m, r in run["results"].items():
+            if m in taken or m not in entries or ("adopted" in run and int(m) not in run["adopted"]):
+                continue
+            taken.add(m)
+            if "default_us" in r:
+                speedups.append(r["speedup"])
+            rows.append((run["N"], run["K"], int(m), space, r))
 cols = "| N | K | M | space | tuned config | tuned us | TFLOPS | default us | speedup |"
 print(cols + (" cuBLASLt us | tuned vs cuBLASLt |" if peer else ""))
 print("|---" * (9 + 2 * bool(peer)) + "|")

@@ -10,12 +10,14 @@ optionally INT8_CONVERT and CTAS_PER_SM), used at every M; --shipped DIR adds DI
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 random order), cuBLASLt's as "peer", each output's relative difference from the first, and
-"heuristic_instead": the variants the device cannot run, timed as the library's heuristic."""
+"heuristic_instead": the variants the device cannot run, timed as the library's heuristic.
+With --classic the --shipped directories are timed through their classic (SGLang-format) files
+only, e.g. a classic re-tune against the shipped classic configs."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from compare import config_name  # bench/ is on the path
 from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets
-from sidebyside import Blocktune, first_outputs, inputs, peer, rel_diff
+from sidebyside import Blocktune, classic_config_dir, first_outputs, inputs, peer, rel_diff
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT",
         "CTAS_PER_SM")
@@ -47,6 +49,8 @@ def main():
     ap.add_argument("--shipped", action="append", default=[], type=shipped_dir,
                     help="a config directory to compare as one more variant (NAME=DIR names it; repeatable)")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
+    ap.add_argument("--classic", action="store_true",
+                    help="time each --shipped DIR's classic configs instead of its native ones (no --variant)")
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
@@ -58,7 +62,9 @@ def main():
     device = torch.cuda.get_device_name().replace(" ", "_")
     lib = ctypes.CDLL(o.lib)
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-variants-")
-    dirs = dict(o.shipped)
+    if o.classic and o.variant:
+        ap.error("--classic takes --shipped directories only, not --variant")
+    dirs = {name: classic_config_dir(d) if o.classic else d for name, d in o.shipped}
     for name, values in o.variant:
         vals = [int(x) for x in values.split(",")]
         if not len(KEYS) - 2 <= len(vals) <= len(KEYS):  # the two optional ones may be left out
