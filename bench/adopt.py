@@ -125,8 +125,8 @@ def main():
         except ValueError:
             ap.error(f"--point {p}: expected N,K,M")
         by_file.setdefault((N, K), []).append(M)
+    native = a.family == "native"
     for (N, K), ms in by_file.items():
-        native = a.family == "native"
         src, dst = (config_file(d, N, K, a.device, a.dtype, native) for d in (a.src, a.into))
         new, cfg = load(src), load(dst)
         new_side, side = load(src[:-5] + ".provenance.json"), load(dst[:-5] + ".provenance.json")

@@ -1,7 +1,7 @@
 """Classic family: the tuned config against the runtime's default config (SGLang's: 64, 128,
 128, 32, 4 warps, 3 stages), per shape and batch size, from the provenance sidecars in a config
-directory (each batch size from the run that gave the file its entry), and beside cuBLASLt's block-scaled FP8 GEMM when bench/peer.py
-output is given (same output type: float16).
+directory (each batch size from the run that gave the file its entry), and beside cuBLASLt's
+block-scaled FP8 GEMM when bench/peer.py output is given (same output type: float16).
 Usage: python3 bench/classic_table.py CONFIG_DIR [PEER.jsonl]"""
 import glob, json, sys
 
