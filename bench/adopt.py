@@ -73,10 +73,10 @@ def load(path):
 
 def config_file(d, N, K, device, dtype, native):
     """The one config of (N, K) and the family in d, or exit with why not."""
-    pat = config_name(N, K, device or "*", dtype, block="*", native=native)
+    # Any block shape, "[...]" ("[[]" is a literal "[" in a glob): a bare "*" there would also
+    # match the classic pattern to the native files and the sidecars.
+    pat = config_name(N, K, device or "*", dtype, block="[[]*]", native=native)
     hits = glob.glob(os.path.join(glob.escape(d), pat))
-    if not native:  # the pattern's "*" also matches the native files and every sidecar
-        hits = [h for h in hits if ",kernel=" not in h and not h.endswith(".provenance.json")]
     if len(hits) != 1:
         sys.exit(f"adopt.py: {len(hits)} files match {os.path.join(d, pat)}, expected one")
     return hits[0]
