@@ -145,6 +145,9 @@ def main():
             # (A run the sidecar already holds without "adopted" wrote this file itself.)
             if M not in mine.get("adopted", [M]):
                 mine["adopted"].append(M)
+                # A later adoption from the same run keeps its own reason beside the first.
+                if a.why and a.why not in mine["adopted_because"]:
+                    mine["adopted_because"] += f"; batch size {M}: {a.why}"
         # Batch sizes in numeric order, as the tuner writes them.
         cfg = {k: cfg[k] for k in sorted(cfg, key=int)}
         write_atomic(dst, json.dumps(cfg, indent=4) + "\n")
