@@ -1,0 +1,41 @@
+"""Which entries to adopt: the points where one config directory was faster than another in every
+run, from the JSON lines of bench/variants.py (times under "us") or bench/triton_configs.py (each
+source's own "us"). Prints one line per point (each run's speed of NEW over OLD, OLD's time over
+NEW's) and then the --point flags of bench/adopt.py for the points where NEW was faster by more
+than --margin in every run; with --slower, the points where NEW was slower by more than --margin
+in every run instead (e.g. entries a Triton run says not to ship).
+
+Usage: python3 bench/pick.py --old old --new new RUN.jsonl... [--margin 0.02] [--slower]"""
+import argparse, json
+
+
+def us(row, name):
+    """NAME's microseconds in a row of variants.py ("us": {name: t}) or triton_configs.py ({name: {"us": t}})."""
+    return row["us"][name] if "us" in row else row[name]["us"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--old", required=True, help="the directory (variant, source) to beat")
+    ap.add_argument("--new", required=True)
+    ap.add_argument("--margin", type=float, default=0.02, help="relative speed-up every run must show (default 0.02)")
+    ap.add_argument("--slower", action="store_true", help="pick the points where NEW lost by more than the margin")
+    ap.add_argument("runs", nargs="+", help="JSON lines of the same points, one file per run")
+    o = ap.parse_args()
+    runs = [[json.loads(line) for line in open(f)] for f in o.runs]
+    picked = []
+    for i, row in enumerate(runs[0]):
+        point = (row["N"], row["K"], row["M"])
+        if any((r[i]["N"], r[i]["K"], r[i]["M"]) != point for r in runs):
+            ap.error(f"{o.runs[0]} and the other runs do not list the same points in the same order")
+        speed = [us(r[i], o.old) / us(r[i], o.new) for r in runs]
+        hit = max(speed) < 1 - o.margin if o.slower else min(speed) > 1 + o.margin
+        if hit:
+            picked.append(point)
+        print(*point, " ".join(f"{s:.3f}" for s in speed), "picked" if hit else "")
+    print(f"{len(picked)} of {len(runs[0])} points")
+    print(" ".join("--point %d,%d,%d" % p for p in picked))
+
+
+if __name__ == "__main__":
+    main()
