@@ -23,17 +23,17 @@ def main():
     ap.add_argument("runs", nargs="+", help="JSON lines of the same points, one file per run")
     o = ap.parse_args()
     runs = [[json.loads(line) for line in open(f)] for f in o.runs]
+    points = [(row["N"], row["K"], row["M"]) for row in runs[0]]
+    if any([(row["N"], row["K"], row["M"]) for row in r] != points for r in runs):
+        ap.error(f"{o.runs[0]} and the other runs do not list the same points in the same order")
     picked = []
-    for i, row in enumerate(runs[0]):
-        point = (row["N"], row["K"], row["M"])
-        if any((r[i]["N"], r[i]["K"], r[i]["M"]) != point for r in runs):
-            ap.error(f"{o.runs[0]} and the other runs do not list the same points in the same order")
+    for i, point in enumerate(points):
         speed = [us(r[i], o.old) / us(r[i], o.new) for r in runs]
         hit = max(speed) < 1 - o.margin if o.slower else min(speed) > 1 + o.margin
         if hit:
             picked.append(point)
-        print(*point, " ".join(f"{s:.3f}" for s in speed), "picked" if hit else "")
-    print(f"{len(picked)} of {len(runs[0])} points")
+        print(*point, " ".join(f"{s:.3f}" for s in speed), *(["picked"] if hit else []))
+    print(f"{len(picked)} of {len(points)} points")
     print(" ".join("--point %d,%d,%d" % p for p in picked))
 
 
