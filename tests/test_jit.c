@@ -372,7 +372,7 @@ static int on_progress(void *ud, size_t done, size_t total)
     progress_log *p = ud;
     if (!pthread_equal(pthread_self(), p->caller))
         p->off_thread = 1;
-    if (done <= p->last)
+    if (done < p->last) /* (the same count again: a call between jobs) */
         p->backwards = 1;
     p->calls++;
     p->last = done;
@@ -412,7 +412,7 @@ TEST(jit_parallel_run_reports_progress)
         CHECK_EQ(jobs[i].status, BT_JIT_COMPILED);
     CHECK_EQ(jobs[N].status, BT_JIT_CACHED);
     CHECK_STREQ(jobs[N].path, jobs[3].path);
-    CHECK(p.calls >= 1 && p.calls <= N + 1);
+    CHECK(p.calls >= 1);
     CHECK_EQ(p.last, N + 1);
     CHECK_EQ(p.total, N + 1);
     CHECK(!p.off_thread && !p.backwards);
@@ -434,6 +434,34 @@ static int stop_at_once(void *ud, size_t done, size_t total)
     return 1;
 }
 
+static int stop_after_one(void *ud, size_t done, size_t total)
+{
+    (void)total;
+    ++*(int *)ud;
+    return done >= 1;
+}
+
+/* Progress is asked before the first job: a stop already requested (Ctrl-C in tune before
+ * the compiles) starts none. */
+TEST(jit_progress_can_stop_before_the_first_job)
+{
+    bt_jit *j = open_jit(t, cache_dir("stopped-early"), "sm_90a");
+    if (!j)
+        return;
+    enum { N = NSMALL };
+    char src[N][256];
+    bt_jit_job jobs[N];
+    memset(jobs, 0, sizeof jobs);
+    small_jobs(src, jobs, 1);
+    int calls = 0;
+    bt_err err;
+    CHECK_EQ(bt_jit_run(j, jobs, N, 2, stop_at_once, &calls, &err), 0);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ(jobs[i].status, BT_JIT_PENDING);
+    CHECK_EQ(calls, 1);
+    bt_jit_close(j);
+}
+
 /* A progress callback that asks to stop (Ctrl-C in tune): no job starts after it, and those not
  * started stay pending; what finished is compiled and cached. */
 TEST(jit_progress_can_stop_the_run)
@@ -448,7 +476,7 @@ TEST(jit_progress_can_stop_the_run)
     small_jobs(src, jobs, 1);
     int calls = 0, compiled = 0, pending = 0;
     bt_err err;
-    CHECK_EQ(bt_jit_run(j, jobs, N, 1, stop_at_once, &calls, &err), 0);
+    CHECK_EQ(bt_jit_run(j, jobs, N, 1, stop_after_one, &calls, &err), 0);
     for (int i = 0; i < N; i++) {
         compiled += jobs[i].status == BT_JIT_COMPILED;
         pending += jobs[i].status == BT_JIT_PENDING;
@@ -457,7 +485,7 @@ TEST(jit_progress_can_stop_the_run)
     /* The first, and the one the thread took before the stop was seen (more only if this thread
      * slept through whole compiles): not all. */
     CHECK(compiled >= 1 && pending >= 1);
-    CHECK(calls >= 1 && calls <= compiled);
+    CHECK(calls >= 2);
     bt_jit_close(j);
 }
 

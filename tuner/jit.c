@@ -1,11 +1,13 @@
 #include "jit.h"
 
+#include <errno.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Bump when the cache layout or the meaning of a cached entry changes. */
@@ -387,6 +389,9 @@ out:
 
 /* ---- the pool ---- */
 
+/* progress runs at least this often, so that a caller can stop the pool during a long compile. */
+#define PROGRESS_TICK_NS 50000000L
+
 typedef struct {
     const bt_jit *j;
     bt_jit_job *jobs;
@@ -504,6 +509,8 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
     }
     if ((size_t)threads > p.ntodo)
         threads = (int)p.ntodo;
+    if (progress && progress(ud, 0, n)) /* stopped before the first job */
+        threads = 0;
     tids = bt_xcalloc((size_t)threads, sizeof *tids);
     p.active = threads; /* less those that fail to start */
     for (int t = 0; t < threads; t++) {
@@ -523,9 +530,16 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
 
     pthread_mutex_lock(&p.mu);
     for (size_t reported = 0;;) {
-        while (p.done == reported && p.active > 0)
-            pthread_cond_wait(&p.cv, &p.mu);
-        if (p.done == reported) /* every thread has finished */
+        int ticked = 0;
+        while (p.done == reported && p.active > 0 && !ticked) {
+            struct timespec at;
+            clock_gettime(CLOCK_REALTIME, &at);
+            at.tv_nsec += PROGRESS_TICK_NS;
+            if (at.tv_nsec >= 1000000000L)
+                at.tv_sec++, at.tv_nsec -= 1000000000L;
+            ticked = pthread_cond_timedwait(&p.cv, &p.mu, &at) == ETIMEDOUT;
+        }
+        if (p.done == reported && p.active == 0) /* every thread has finished */
             break;
         reported = p.done;
         if (progress) {

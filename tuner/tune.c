@@ -2,6 +2,8 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,8 @@ typedef struct {
     double compile_s;
     bt_jit *jit;
     bt_progress *prog;
+    sigset_t stop_sigs; /* SIGINT and SIGTERM, held back from NVRTC while compiling */
+    int caught;         /* one of them, taken while compiling */
 } run;
 
 /* ---------------- setup ---------------- */
@@ -139,12 +143,26 @@ static int setup_target(run *r, bt_err *err)
     return bt_target_from_device(&r->dev, &r->target, err);
 }
 
+/* NVRTC installs its own SIGINT and SIGTERM handlers while it compiles, and handlers are
+ * process-wide: a Ctrl-C that lands then is NVRTC's, and the process exits with status 4,
+ * nothing said. So while the candidates compile both signals are blocked in every thread (the
+ * compile threads inherit this thread's mask), taken here when pending, and raised again for
+ * main's handler once the compiles have stopped. */
+static void take_stop_signal(run *r)
+{
+    const struct timespec now = {0, 0};
+    int sig = sigtimedwait(&r->stop_sigs, NULL, &now);
+    if (sig > 0)
+        r->caught = sig;
+}
+
 /* Shows the compiles' progress, and stops them at Ctrl-C. */
 static int jit_progress(void *ud, size_t done, size_t total)
 {
     run *r = ud;
+    take_stop_signal(r);
     bt_progress_update(r->prog, 0, (long)done, (long)total);
-    return *r->stop != 0;
+    return *r->stop != 0 || r->caught;
 }
 
 static long find_cand(const run *r, const bt_cand *c)
@@ -212,10 +230,20 @@ static int prepare_candidates(run *r, bt_err *err)
     bt_progress_stage(r->prog, "compiling", r->target.arch);
     double t0 = bt_now();
     int rc = 0;
+    sigset_t mask;
+    sigemptyset(&r->stop_sigs);
+    sigaddset(&r->stop_sigs, SIGINT);
+    sigaddset(&r->stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &r->stop_sigs, &mask);
+    r->caught = 0;
     if (bt_jit_run(r->jit, jobs, nc, r->o->jobs, jit_progress, r, err)) {
         bt_wrap(err, "compile cache");
         rc = -2;
     }
+    take_stop_signal(r);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    if (r->caught)
+        raise(r->caught);
     r->compile_s = bt_now() - t0;
     for (size_t i = 0; i < nc; i++) {
         r->cands[i].job = jobs[i];
