@@ -152,24 +152,24 @@ __device__ __forceinline__ int bscale_index(int n0, int c)
 // (Partial specializations on the tile shape, so only the path in use is instantiated.)
 template <bool USE_WGMMA, int TBM, int TBN> struct Math;
 
-// mma.sync m16n8k32: warps laid out WM x WN over the tile, WK of them splitting each step's K.
+// mma.sync m16n8k32: warps laid out WM x WN over the tile as Triton lays them; warps beyond
+// the tile's MMA tiles are copies of that layout, doing the same work and storing nothing
+// (classic_layout.h says why).
 template <int TBM, int TBN> struct Math<false, TBM, TBN> {
     static constexpr int WM = bt_cl_warps_m(TBM, TBN, WARPS), WN = bt_cl_warps_n(TBM, TBN, WARPS);
-    static constexpr int WK = bt_cl_warps_k(TBM, TBN, WARPS);
     static constexpr int TM = TBM / WM, TN = TBN / WN, FM = TM / 16, FN = TN / 8;
     static constexpr int KSTEPS = BK / 32;
-    static_assert(KSTEPS % WK == 0, "K-splitting warps must share the steps evenly");
     typedef mma16832<INT8> mma;
     typedef typename mma::acc acc_t;
 
     float sum[FM][FN][4];
-    int wm, wn, wk, lane;
+    int wm, wn, copy, lane;
 
     __device__ __forceinline__ Math()
     {
         int warp = threadIdx.x / 32;
         lane = threadIdx.x % 32;
-        wm = warp % WM, wn = warp / WM % WN, wk = warp / (WM * WN);
+        wm = warp % WM, wn = warp / WM % WN, copy = warp / (WM * WN);
 #pragma unroll
         for (int f = 0; f < FM; f++)
 #pragma unroll
@@ -180,7 +180,7 @@ template <int TBM, int TBN> struct Math<false, TBM, TBN> {
     }
     __device__ __forceinline__ int row(int f, int e) const { return wm * TM + f * 16 + lane / 4 + (e / 2) * 8; }
     __device__ __forceinline__ int col(int j, int e) const { return wn * TN + j * 8 + (lane % 4) * 2 + e % 2; }
-    __device__ __forceinline__ bool stores() const { return wk == 0; }
+    __device__ __forceinline__ bool stores() const { return copy == 0; }
 
     __device__ __forceinline__ void step(const u8 *base, u32 smem, int slot, int n0)
     {
@@ -194,8 +194,8 @@ template <int TBM, int TBN> struct Math<false, TBM, TBN> {
                 for (int e = 0; e < 4; e++)
                     part[f][j][e] = 0;
 #pragma unroll
-        for (int s = 0; s < KSTEPS / WK; s++) {
-            const int kbyte = (s * WK + wk) * 32;
+        for (int s = 0; s < KSTEPS; s++) {
+            const int kbyte = s * 32;
             u32 a[FM][4], b[FN][2];
 #pragma unroll
             for (int f = 0; f < FM; f++) {
@@ -231,35 +231,6 @@ template <int TBM, int TBN> struct Math<false, TBM, TBN> {
                 for (int e = 0; e < 4; e++)
                     sum[f][j][e] += (float)part[f][j][e] * (sa[e / 2] * sb);
             }
-        }
-    }
-
-    // Warps that split K add their sums into warp-k 0's through shared memory.
-    __device__ __forceinline__ void reduce(u8 *smem_ptr)
-    {
-        if (WK == 1)
-            return;
-        float *red = (float *)smem_ptr;
-        __syncthreads();
-        if (wk > 0) {
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-#pragma unroll
-                for (int j = 0; j < FN; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        red[((wk - 1) * BM + row(f, e)) * BN + col(j, e)] = sum[f][j][e];
-        }
-        __syncthreads();
-        if (wk == 0) {
-            for (int w = 0; w < WK - 1; w++)
-#pragma unroll
-                for (int f = 0; f < FM; f++)
-#pragma unroll
-                    for (int j = 0; j < FN; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            sum[f][j][e] += red[(w * BM + row(f, e)) * BN + col(j, e)];
         }
     }
 };
@@ -329,7 +300,6 @@ template <int TBM, int TBN> struct Math<true, TBM, TBN> {
         }
     }
 
-    __device__ __forceinline__ void reduce(u8 *) {}
 };
 
 } // namespace classic
@@ -391,7 +361,6 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
         }
     }
     cp_async_wait<0>();
-    math.reduce(base);
     if (!math.stores())
         return;
 #pragma unroll

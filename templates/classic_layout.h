@@ -35,28 +35,36 @@ BT_LAYOUT_FN int bt_cl_use_wgmma(int sm90a, int bm, int bn, int warps)
     return (bm / 64) % wgs == 0 || bn % (8 * wgs) == 0;
 }
 
-/* mma.sync path: warps split the tile over M (16-row steps) and N (8-column steps), keeping
- * warp tiles near square; warps left over split each stage's K steps (wk). Returns the warps
- * along N when want_n, else along M. */
+/* mma.sync path, with warps laid over the tile as Triton lays them: each warp holds rm
+ * 16-row and rn 8-column MMA tiles, and each doubling of the warps halves the larger count
+ * (rows on a tie). Once a warp is down to one MMA tile, further warps go along M onto rows
+ * that other warps already compute: Triton gives them the same work again, and so does this
+ * kernel, so that num_warps costs here what it costs in SGLang's kernel. Returns the warps
+ * along N when want_n, else along M (counting the repeating ones). */
 BT_LAYOUT_FN int bt_cl_warp_split(int bm, int bn, int warps, int want_n)
 {
-    int wm = 1, wn = 1;
-    for (int r = warps; r > 1; r /= 2) {
-        int can_m = bm / (wm * 2) >= 16, can_n = bn / (wn * 2) >= 8;
-        if (can_m && (!can_n || bm / wm >= bn / wn))
+    int wm = 1, wn = 1, rm = bm / 16, rn = bn / 8;
+    while (wm * wn < warps) {
+        if (rm >= rn) {
             wm *= 2;
-        else if (can_n)
+            rm = rm > 1 ? rm / 2 : 1;
+        } else {
             wn *= 2;
-        else
-            break;
+            rn /= 2;
+        }
     }
     return want_n ? wn : wm;
 }
 
-BT_LAYOUT_FN int bt_cl_warps_m(int bm, int bn, int warps) { return bt_cl_warp_split(bm, bn, warps, 0); }
+/* Warps along M over distinct rows, along N, and the copies of that layout (1 unless warps
+ * outnumber the tile's MMA tiles). */
+BT_LAYOUT_FN int bt_cl_warps_m(int bm, int bn, int warps)
+{
+    int wm = bt_cl_warp_split(bm, bn, warps, 0);
+    return wm * 16 > bm ? bm / 16 : wm;
+}
 BT_LAYOUT_FN int bt_cl_warps_n(int bm, int bn, int warps) { return bt_cl_warp_split(bm, bn, warps, 1); }
-
-BT_LAYOUT_FN int bt_cl_warps_k(int bm, int bn, int warps)
+BT_LAYOUT_FN int bt_cl_warp_copies(int bm, int bn, int warps)
 {
     return warps / (bt_cl_warps_m(bm, bn, warps) * bt_cl_warps_n(bm, bn, warps));
 }
@@ -70,19 +78,9 @@ BT_LAYOUT_FN long bt_cl_acc_per_thread(int wgmma, int bm, int bn, int warps)
     return (long)(bm / bt_cl_warps_m(bm, bn, warps)) * (bn / bt_cl_warps_n(bm, bn, warps)) / 32;
 }
 
-/* Warps that split K hand their partial tiles to warp-k 0 through shared memory after the
- * main loop, reusing the pipeline's space. */
-BT_LAYOUT_FN long bt_cl_reduce_bytes(int wgmma, int bm, int bn, int warps)
+BT_LAYOUT_FN long bt_cl_smem_bytes(int bm, int bn, int bk, int stages, int qbn)
 {
-    return wgmma ? 0 : (long)(bt_cl_warps_k(bm, bn, warps) - 1) * bm * bn * 4;
-}
-
-BT_LAYOUT_FN long bt_cl_smem_bytes(int wgmma, int bm, int bn, int bk, int warps, int stages,
-                                   int qbn)
-{
-    long pipe = stages * bt_cl_stage_bytes(bm, bn, bk, qbn);
-    long red = bt_cl_reduce_bytes(wgmma, bm, bn, warps);
-    return (pipe > red ? pipe : red) + BT_CL_ALIGN;
+    return stages * bt_cl_stage_bytes(bm, bn, bk, qbn) + BT_CL_ALIGN;
 }
 
 #endif

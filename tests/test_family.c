@@ -1,5 +1,6 @@
 #include "family.h"
 #include "harness.h"
+#include "classic_layout.h"
 #include "native_layout.h"
 
 /* The native kernel's shared memory includes the output slab of 16-bit outputs: a 128 x 128
@@ -152,5 +153,25 @@ TEST(native_fallback_tiles)
         CHECK_EQ(c.v[bm], cases[i].bm);
         CHECK_EQ(c.v[bn], cases[i].bn);
         CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    }
+}
+
+/* The classic kernel's mma.sync warps sit where Triton puts them (its MMA v2 layout, as the
+ * Triton 3.6 kernels of bench/triton_configs.py print it), so num_warps costs the same in both:
+ * [1, 4] for a 32 x 64 tile of 4 warps, [2, 4] for 16 x 32 of 8, where the second warp row
+ * repeats the first. */
+TEST(classic_warps_as_triton_lays_them)
+{
+    static const struct {
+        int bm, bn, warps, wm, wn, copies;
+    } cases[] = {
+        {16, 32, 4, 1, 4, 1}, {16, 32, 8, 1, 4, 2}, {16, 64, 8, 1, 8, 1}, {32, 64, 4, 1, 4, 1},
+        {32, 128, 8, 1, 8, 1}, {64, 64, 4, 2, 2, 1}, {64, 32, 8, 4, 2, 1}, {128, 32, 4, 4, 1, 1},
+        {16, 16, 8, 1, 2, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ(bt_cl_warps_m(cases[i].bm, cases[i].bn, cases[i].warps), cases[i].wm);
+        CHECK_EQ(bt_cl_warps_n(cases[i].bm, cases[i].bn, cases[i].warps), cases[i].wn);
+        CHECK_EQ(bt_cl_warp_copies(cases[i].bm, cases[i].bn, cases[i].warps), cases[i].copies);
     }
 }

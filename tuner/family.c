@@ -101,22 +101,13 @@ static bt_reject classic_check(const bt_cand *c, const bt_variant *v, const bt_t
                  v->block_k);
         return BT_REJ_SHAPE;
     }
-    int wg = bt_cl_use_wgmma(is_sm90a(t), bm, bn, w);
-    if (!wg) {
-        int wk = bt_cl_warps_k(bm, bn, w);
-        if (wk > bk / 32) {
-            snprintf(why, n, "%d warps cannot share a %dx%d tile (%d would split a %d-deep K step)",
-                     w, bm, bn, wk, bk);
-            return BT_REJ_SHAPE;
-        }
-    }
-    long acc = bt_cl_acc_per_thread(wg, bm, bn, w);
+    long acc = bt_cl_acc_per_thread(bt_cl_use_wgmma(is_sm90a(t), bm, bn, w), bm, bn, w);
     if (acc >= 128) {
         snprintf(why, n, "%ld fp32 accumulators per thread, twice that (running sum and block "
                  "partial) exceeds the 255-register limit", acc);
         return BT_REJ_REGS;
     }
-    long smem = bt_cl_smem_bytes(wg, bm, bn, bk, w, s, v->block_n);
+    long smem = bt_cl_smem_bytes(bm, bn, bk, s, v->block_n);
     if (smem > t->smem_optin) {
         snprintf(why, n, "needs %ld bytes of shared memory, %s allows %ld", smem, t->arch,
                  t->smem_optin);
@@ -128,11 +119,8 @@ static bt_reject classic_check(const bt_cand *c, const bt_variant *v, const bt_t
 
 static size_t classic_smem(const bt_cand *c, const bt_variant *v)
 {
-    /* The larger of the two paths, for callers that do not know the target. */
     const int *p = c->v;
-    long a = bt_cl_smem_bytes(0, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS], p[CL_STAGES], v->block_n);
-    long b = bt_cl_smem_bytes(1, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS], p[CL_STAGES], v->block_n);
-    return (size_t)(a > b ? a : b);
+    return (size_t)bt_cl_smem_bytes(p[CL_BM], p[CL_BN], p[CL_BK], p[CL_STAGES], v->block_n);
 }
 
 static int classic_defines(const bt_cand *c, const bt_variant *v, char *buf, size_t n)
@@ -149,16 +137,14 @@ static int classic_defines(const bt_cand *c, const bt_variant *v, char *buf, siz
 static void classic_launch(const bt_cand *c, const bt_variant *v, const bt_target *t, long M,
                            long N, long K, bt_launch *out)
 {
-    (void)K;
+    (void)K, (void)t;
     const int *p = c->v;
     long tiles = ((M + p[CL_BM] - 1) / p[CL_BM]) * ((N + p[CL_BN] - 1) / p[CL_BN]);
-    int wg = bt_cl_use_wgmma(is_sm90a(t), p[CL_BM], p[CL_BN], p[CL_WARPS]);
     memset(out, 0, sizeof *out);
     out->grid[0] = (unsigned)tiles, out->grid[1] = out->grid[2] = 1;
     out->block[0] = 32u * (unsigned)p[CL_WARPS], out->block[1] = out->block[2] = 1;
     out->cluster[0] = out->cluster[1] = out->cluster[2] = 1;
-    out->smem = (size_t)bt_cl_smem_bytes(wg, p[CL_BM], p[CL_BN], p[CL_BK], p[CL_WARPS],
-                                         p[CL_STAGES], v->block_n);
+    out->smem = (size_t)bt_cl_smem_bytes(p[CL_BM], p[CL_BN], p[CL_BK], p[CL_STAGES], v->block_n);
 }
 
 /* SGLang's own default when no config file exists for a shape. */
