@@ -299,7 +299,6 @@ template <int TBM, int TBN> struct Math<true, TBM, TBN> {
             }
         }
     }
-
 };
 
 } // namespace classic
