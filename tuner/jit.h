@@ -44,7 +44,8 @@ void bt_jit_close(bt_jit *j);
  * outputs from an earlier run are released and reset. Jobs with identical sources compile
  * once (the others end CACHED). progress (may be NULL) is called from the calling thread
  * before the first job, as jobs finish, and every 50 ms meanwhile; when it returns nonzero no
- * job starts after it, and those not started stay PENDING. Returns 0 unless the cache itself is unusable; per-job failures are in the jobs. */
+ * job starts after it, and those not started stay PENDING. Returns 0 unless the cache itself
+ * is unusable; per-job failures are in the jobs. */
 int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
                int (*progress)(void *ud, size_t done, size_t total), void *ud, bt_err *err);
 

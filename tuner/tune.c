@@ -143,11 +143,13 @@ static int setup_target(run *r, bt_err *err)
     return bt_target_from_device(&r->dev, &r->target, err);
 }
 
-/* NVRTC installs its own SIGINT and SIGTERM handlers while it compiles, and handlers are
- * process-wide: a Ctrl-C that lands then is NVRTC's, and the process exits with status 4,
- * nothing said. So while the candidates compile both signals are blocked in every thread (the
- * compile threads inherit this thread's mask), taken here when pending, and raised again for
- * main's handler once the compiles have stopped. */
+/* NVRTC's first compile in a process sets SIGINT and SIGTERM to SIG_IGN and then to a handler
+ * of its own for a moment, and handlers are process-wide: a Ctrl-C that lands then is NVRTC's,
+ * and the process exits with status 4, nothing said. So while the candidates compile both
+ * signals are blocked in every thread (the compile threads inherit this thread's mask) and
+ * taken here whenever the pool reports, before its first job and every 50 ms, which leaves a
+ * pending one little time to be discarded by that SIG_IGN; they are raised again for main's
+ * handler once the compiles have stopped. */
 static void take_stop_signal(run *r)
 {
     const struct timespec now = {0, 0};
