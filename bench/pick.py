@@ -26,6 +26,9 @@ def main():
     points = [(row["N"], row["K"], row["M"]) for row in runs[0]]
     if any([(row["N"], row["K"], row["M"]) for row in r] != points for r in runs):
         ap.error(f"{o.runs[0]} and the other runs do not list the same points in the same order")
+    for name in (o.old, o.new):
+        if not all(name in (row["us"] if "us" in row else row) for row in runs[0]):
+            ap.error(f"{o.runs[0]}: no times of '{name}' at every point")
     picked = []
     for i, point in enumerate(points):
         speed = [us(r[i], o.old) / us(r[i], o.new) for r in runs]
