@@ -23,10 +23,11 @@ for run in "$@"; do
     case $kind in
     tp8-small) build/tune --tp-size 8 --space search_spaces/small.yaml --out-dir /tmp/configs --cache-dir $cache --resume ;;
     default) build/tune --N "$N" --K "$K" --out-dir /tmp/configs --cache-dir $cache --resume ;;
-    full7) build/tune --N "$N" --K "$K" --space search_spaces/default.yaml --batch-sizes 1,16,64,128,512,2048,4096 \
-               --out-dir /tmp/configs --cache-dir $cache --resume ;;
-    classic10) build/tune --N "$N" --K "$K" --space search_spaces/default.yaml \
-                   --batch-sizes 1,16,64,128,256,512,1024,2048,3072,4096 --out-dir /tmp/configs --cache-dir $cache --resume ;;
+    full7|classic10)
+        bs=1,16,64,128,512,2048,4096
+        [ "$kind" = classic10 ] && bs=1,16,64,128,256,512,1024,2048,3072,4096
+        build/tune --N "$N" --K "$K" --space search_spaces/default.yaml --batch-sizes $bs \
+            --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native) build/tune --family native --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-int8) build/tune --family native --input-type int8 --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs \
