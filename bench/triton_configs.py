@@ -15,7 +15,10 @@ type SGLang runs its Triton kernel for).
 
 Usage: python3 bench/triton_configs.py --dir ours=configs --dir sglang=DIR [--dir vllm=DIR]
        --shapes 24576x7168,32768x512 --ms 1,16,4096 [--restage ours=3] [--rounds 15] [--rest MS]
+       [--input-type int8]
 --restage NAME=S also times NAME's config with num_stages S (source "NAME/sS").
+--input-type int8 runs the directories' int8_w8a8 files on 8-bit integer codes, the product of
+each step in s32 and then scaled, as SGLang's block-wise INT8 kernel does.
 Prints one JSON line per (N, K, M): each source's config and microseconds, and rel_err."""
 import argparse, glob, json, math, os, torch
 import triton
@@ -29,7 +32,8 @@ QB = 128  # quantization block along N and K
 
 @triton.jit
 def block_scaled_mm(a, b, c, a_s, b_s, M, N, K, ks, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
-                    BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, QBN: tl.constexpr, QBK: tl.constexpr):
+                    BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, QBN: tl.constexpr, QBK: tl.constexpr,
+                    ZERO: tl.constexpr):
     """C[M, N] = sum over K blocks of (A[:, kb] @ B[:, kb]^T) * a_s[:, kb] * b_s[n // QBN, kb];
     A (M, K) and B (N, K) row-major 8-bit codes, a_s (M, ks) and b_s (N / QBN, ks) row-major."""
     pid = tl.program_id(0)
@@ -52,10 +56,11 @@ def block_scaled_mm(a, b, c, a_s, b_s, M, N, K, ks, BLOCK_SIZE_M: tl.constexpr, 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         left = K - k * BLOCK_SIZE_K
-        x = tl.load(a_ptr, mask=rk[None, :] < left, other=0.0)
-        w = tl.load(b_ptr, mask=rk[:, None] < left, other=0.0)
+        x = tl.load(a_ptr, mask=rk[None, :] < left, other=ZERO)
+        w = tl.load(b_ptr, mask=rk[:, None] < left, other=ZERO)
         kb = k * BLOCK_SIZE_K // QBK
-        acc += tl.dot(x, w) * tl.load(as_ptr + kb)[:, None] * tl.load(bs_ptr + kb)[None, :]
+        # FP8 codes multiply into float32, INT8 codes into int32, converted before the scales.
+        acc += tl.dot(x, w).to(tl.float32) * tl.load(as_ptr + kb)[:, None] * tl.load(bs_ptr + kb)[None, :]
         a_ptr += BLOCK_SIZE_K
         b_ptr += BLOCK_SIZE_K
     tl.store(c + rm[:, None] * N + rn[None, :], acc.to(c.dtype.element_ty),
@@ -68,20 +73,26 @@ def run(cfg, a, b, sa, sb, c):
     grid = (triton.cdiv(M, cfg["BLOCK_SIZE_M"]) * triton.cdiv(N, cfg["BLOCK_SIZE_N"]),)
     block_scaled_mm[grid](a, b, c, sa, sb, M, N, K, sa.shape[1], BLOCK_SIZE_M=cfg["BLOCK_SIZE_M"],
                           BLOCK_SIZE_N=cfg["BLOCK_SIZE_N"], BLOCK_SIZE_K=cfg["BLOCK_SIZE_K"],
-                          GROUP_SIZE_M=cfg["GROUP_SIZE_M"], QBN=QB, QBK=QB, num_warps=cfg["num_warps"],
+                          GROUP_SIZE_M=cfg["GROUP_SIZE_M"], QBN=QB, QBK=QB,
+                          ZERO=0 if a.dtype == torch.int8 else 0.0,  # Triton casts no int to FP8
+                          num_warps=cfg["num_warps"],
                           num_stages=cfg["num_stages"])
 
 
-def inputs(M, N, K, dev):
-    """peer.py's codes and scales, the scales row-major: (M, K / 128) and (N / 128, K / 128)."""
+def inputs(M, N, K, dev, int8=False):
+    """peer.py's codes and scales, the scales row-major: (M, K / 128) and (N / 128, K / 128);
+    with int8, codes drawn from [-127, 127] instead of the FP8 ones."""
     a, b, sa, sb = make_inputs(M, N, K, dev)
+    if int8:
+        a = torch.randint(-127, 128, (M, K), device=dev, dtype=torch.int8)
+        b = torch.randint(-127, 128, (N, K), device=dev, dtype=torch.int8)
     return a, b, sa.contiguous(), sb.t().contiguous()
 
 
-def config_for(directory, N, K, M, device):
+def config_for(directory, N, K, M, device, dtype="fp8_w8a8"):
     """The directory's config for (N, K) at M (nearest batch size key), or None without a file."""
     # block_shape=[128, 128] (SGLang) or [128,128] (vLLM); not the native files, not sidecars
-    files = [f for f in glob.glob(os.path.join(directory, f"N={N},K={K},device_name={device},dtype=fp8_w8a8,*.json"))
+    files = [f for f in glob.glob(os.path.join(directory, f"N={N},K={K},device_name={device},dtype={dtype},*.json"))
              if ",kernel=" not in f and not f.endswith(".provenance.json")]
     if not files:
         return None
@@ -106,6 +117,7 @@ def main():
     ap.add_argument("--restage", action="append", default=[], type=restage, metavar="NAME=S",
                     help="also NAME's config with num_stages S")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--input-type", choices=("fp8", "int8"), default="fp8")
     add_rest_arg(ap)
     o = ap.parse_args()
     dirs = dict(o.dir)
@@ -114,7 +126,7 @@ def main():
     for shape in o.shapes.split(","):
         N, K = (int(x) for x in shape.split("x"))
         for M in (int(x) for x in o.ms.split(",")):
-            cfgs = {name: config_for(d, N, K, M, device) for name, d in dirs.items()}
+            cfgs = {name: config_for(d, N, K, M, device, f"{o.input_type}_w8a8") for name, d in dirs.items()}
             for name, st in o.restage:
                 if cfgs.get(name):
                     cfgs[f"{name}/s{st}"] = {**cfgs[name], "num_stages": st}
@@ -125,7 +137,7 @@ def main():
                 if v not in distinct:
                     distinct.append(v)
             nsets = rotation_sets(M, N, K)
-            sets = [inputs(M, N, K, dev) for _ in range(nsets)]
+            sets = [inputs(M, N, K, dev, o.input_type == "int8") for _ in range(nsets)]
             outs = [[torch.empty(M, N, device=dev, dtype=torch.float16) for _ in range(nsets)] for _ in distinct]
             errs = []
             for i, cfg in enumerate(distinct):
