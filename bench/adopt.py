@@ -4,7 +4,8 @@ side by side against the shipped ones (bench/variants.py --shipped old=DIR --shi
 with --classic for classic configs), where a new pick is faster at some points and slower at
 others. For each --point N,K,M the entry for batch size M of FROM's config for (N, K) replaces
 INTO's, and the sidecar of INTO's file gets the FROM run that pick came from (once), with
-"adopted": the batch sizes taken from it and "adopted_because": --why. Each file is written to a
+"adopted": the batch sizes taken from it and "adopted_because": --why (also when INTO's sidecar
+already holds that run and a later run there tuned the batch size: an older pick taken back). Each file is written to a
 temporary file and renamed, in the formats the tuner writes (the config as SGLang's json.dump
 with indent 4, the sidecar as cJSON prints it).
 
@@ -142,6 +143,10 @@ def main():
             if mine is None:
                 mine = dict(run, adopted=[], adopted_because=a.why)
                 side["runs"].append(mine)
+            elif "adopted" not in mine and any(str(M) in r.get("results", {})
+                                               for r in side["runs"][side["runs"].index(mine) + 1:]):
+                # A run that wrote this file itself, taken back at M over a later run's pick.
+                mine["adopted"], mine["adopted_because"] = [], a.why
             # (A run the sidecar already holds without "adopted" wrote this file itself.)
             if M not in mine.get("adopted", [M]):
                 mine["adopted"].append(M)
