@@ -69,6 +69,22 @@ TEST(shapes_deepseek_v3_rejects_tp_that_does_not_divide)
     CHECK(s == NULL);
 }
 
+TEST(shapes_deepseek_v3_checks_every_derived_shape)
+{
+    bt_shape *s = NULL;
+    int n = 0;
+    bt_err err;
+    /* 256 divides every split dimension, but 18432/256 = 72 is no multiple of 16 */
+    CHECK_EQ(bt_shapes_deepseek_v3(256, &s, &n, &err), -1);
+    CHECK_STREQ(err.msg, "--tp-size 256: shape (7168, 72) of DeepSeek-V3's dense down_proj (K/tp): "
+                         "K = 72 is not a multiple of 16 (the kernels copy rows in 16-byte pieces)");
+    CHECK(s == NULL);
+    /* the largest tp whose shapes all pass */
+    CHECK_EQ(bt_shapes_deepseek_v3(128, &s, &n, &err), 0);
+    CHECK_EQ(n, 13);
+    free(s);
+}
+
 /* Qwen3-VL-32B-Instruct's config.json, trimmed: the language model's fields sit under
  * text_config. */
 static const char *qwen3_vl_32b =

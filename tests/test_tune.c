@@ -127,6 +127,13 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     CHECK_CONTAINS(out, "tune: --N/--K: K = 100 is not a multiple of 16");
     free(out);
 
+    const char *tp256[] = {"--tp-size", "256", "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, tp256), 2);
+    CHECK_CONTAINS(out, "tune: --tp-size 256: shape (7168, 72) of DeepSeek-V3's dense down_proj (K/tp): "
+                        "K = 72 is not a multiple of 16");
+    CHECK(out && !strstr(out, "runnable"));
+    free(out);
+
     const char *bk[] = {"--space", "search_spaces/small.yaml", "--block-k", "64", "--N", "64", "--K", "256",
                         "--dry-run", "--arch", "sm_90a", NULL};
     CHECK_EQ(bt_run_tune(&out, bk), 2);

@@ -50,6 +50,13 @@ int bt_shapes_deepseek_v3(int tp, bt_shape **out, int *n, bt_err *err)
         v[i].K = deepseek_v3[i].K / (s == 'K' ? tp : 1);
         snprintf(v[i].label, sizeof v[i].label, "%s%s", deepseek_v3[i].name,
                  s == 'N' ? " (N/tp)" : s == 'K' ? " (K/tp)" : "");
+        /* a large tp divides K evenly yet leaves less than the kernels can copy */
+        if (bt_shape_check(&v[i], err)) {
+            bt_wrap(err, "--tp-size %d: shape (%ld, %ld) of DeepSeek-V3's %s", tp, v[i].N,
+                    v[i].K, v[i].label);
+            free(v);
+            return -1;
+        }
     }
     *out = v;
     *n = count;
