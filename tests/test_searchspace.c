@@ -478,6 +478,8 @@ TEST(searchspace_bad_integers)
                  "2:15: batch_sizes: \"0x10\" is not an integer");
     expect_error(t, "name: t\nbatch_sizes: [12abc]\n" PARAMS,
                  "2:15: batch_sizes: \"12abc\" is not an integer");
+    expect_error(t, "name: t\nbatch_sizes: [+64]\n" PARAMS,
+                 "2:15: batch_sizes: \"+64\" is not an integer");
     expect_error(t, "name: t\nbatch_sizes: [\"16\"]\n" PARAMS,
                  "2:15: batch_sizes: \"16\" is quoted, write integers without quotes");
     expect_error(t, "name: t\nbatch_sizes: [010]\n" PARAMS,
@@ -573,6 +575,8 @@ TEST(searchspace_bad_constraints)
                  "11:26: at_most: 0 is not positive");
     expect_error(t, HEAD PARAMS "constraints:\n  - at_most: [num_warps, 4.5]\n",
                  "11:26: at_most: \"4.5\" is not an integer");
+    expect_error(t, HEAD PARAMS "constraints:\n  - at_most: [num_warps, +8]\n",
+                 "11:26: at_most: \"+8\" is not an integer");
     expect_error(t, HEAD PARAMS "constraints:\n  - divides: [64, block_k]\n",
                  "11:14: divides: names no parameter of the classic family");
 }

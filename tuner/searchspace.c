@@ -115,7 +115,8 @@ static int get_int(const ctx *c, const yaml_node_t *n, const char *field, long *
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return fail_at(c, n, field, "\"%s\" is quoted, write integers without quotes",
                        clip(s, cl));
-    const char *digits = s + (*s == '-' || *s == '+');
+    /* a minus sign at most: bt_parse_long, like the command line, refuses "+64" */
+    const char *digits = s + (*s == '-');
     size_t nd = strspn(digits, "0123456789");
     if (nd == 0 || digits[nd] != '\0')
         return fail_at(c, n, field, "\"%s\" is not an integer", clip(s, cl));
