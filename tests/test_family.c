@@ -175,3 +175,19 @@ TEST(classic_warps_as_triton_lays_them)
         CHECK_EQ(bt_cl_warp_copies(cases[i].bm, cases[i].bn, cases[i].warps), cases[i].copies);
     }
 }
+
+/* README's table says native num_stages 2 to 16: the kernel's ring needs two stages. */
+TEST(native_num_stages_range_as_documented)
+{
+    int i = bt_family_param_index(&bt_family_native, "num_stages");
+    CHECK(i >= 0);
+    if (i < 0)
+        return;
+    const bt_param_def *d = &bt_family_native.params[i];
+    char why[80];
+    CHECK(bt_param_refuse(d, 2, why, sizeof why) == NULL);
+    CHECK(bt_param_refuse(d, 16, why, sizeof why) == NULL);
+    CHECK(bt_param_refuse(d, 1, why, sizeof why) != NULL);
+    CHECK_STREQ(why, "1 is outside [2, 16]");
+    CHECK(bt_param_refuse(d, 17, why, sizeof why) != NULL);
+}
