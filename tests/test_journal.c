@@ -311,6 +311,25 @@ TEST(journal_corrupt_middle_line)
         {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"ok\",\"us\":1,"
          "\"rel_err\":0}\n",
          "\"note\" is missing or not a string"},
+        /* a result ranked by its time needs a real one */
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"ok\",\"us\":null,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"ok\""},
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"ok\",\"us\":-2.5,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"ok\""},
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"ok\",\"us\":0,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"ok\""},
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"ok\",\"us\":1e999,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"ok\""},
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"pruned\",\"us\":null,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"pruned\""},
+        {"{\"M\":1,\"default\":0,\"cand\":[1,2,3,4,5,6],\"status\":\"pruned\",\"us\":-1e999,"
+         "\"rel_err\":0,\"note\":\"\"}\n",
+         "\"us\" is not a positive time for status \"pruned\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *path = path_for("corrupt.journal");
@@ -348,6 +367,22 @@ TEST(journal_not_a_journal)
              "%s: journal version 3, this blocktune reads version 2 (remove it or run without "
              "--resume)",
              path);
+    CHECK_STREQ(err.msg, want);
+
+    /* not a whole number: still a version, just not one this blocktune reads */
+    path = path_for("fractional.journal");
+    append_text(path, "{\"journal\":\"blocktune\",\"version\":2.5}\n");
+    CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
+    snprintf(want, sizeof want,
+             "%s: journal version 2.5, this blocktune reads version 2 (remove it or run without "
+             "--resume)",
+             path);
+    CHECK_STREQ(err.msg, want);
+
+    path = path_for("no-version.journal");
+    append_text(path, "{\"journal\":\"blocktune\",\"version\":\"2\"}\n");
+    CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
+    snprintf(want, sizeof want, "%s:1: journal header lacks \"version\"", path);
     CHECK_STREQ(err.msg, want);
 
     path = path_for("partial-header.journal");

@@ -156,14 +156,15 @@ static int get_measure(const cJSON *o, const char *key, double *out)
 static int check_header(const cJSON *o, const bt_journal_header *h, const char *path, bt_err *err)
 {
     const cJSON *tag = cJSON_GetObjectItemCaseSensitive(o, "journal");
-    double version;
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(o, "version");
     if (!cJSON_IsString(tag) || strcmp(tag->valuestring, "blocktune") != 0)
         return bt_fail(err, "%s:1: not a blocktune journal " STALE_HINT, path);
-    if (get_whole(o, "version", 0, INT32_MAX, &version))
+    if (!cJSON_IsNumber(version))
         return bt_fail(err, "%s:1: journal header lacks \"version\"", path);
-    if (version != JOURNAL_VERSION)
-        return bt_fail(err, "%s: journal version %.0f, this blocktune reads version %d " STALE_HINT,
-                       path, version, JOURNAL_VERSION);
+    /* any number but ours (2.5 too) is a version this blocktune does not read */
+    if (version->valuedouble != JOURNAL_VERSION)
+        return bt_fail(err, "%s: journal version %g, this blocktune reads version %d " STALE_HINT,
+                       path, version->valuedouble, JOURNAL_VERSION);
     for (size_t i = 0; i < NFIELDS; i++) {
         const char *key = header_fields[i].key, *label = header_fields[i].label;
         const char *verb = header_fields[i].verb;
@@ -224,6 +225,10 @@ static int parse_result(const cJSON *o, int nparams, bt_result *r, const char *p
     r->status = (bt_res_status)s;
     if (get_measure(o, "us", &r->us))
         return bt_fail(err, "%s:%d: \"us\" is not a number", path, lineno);
+    /* ok and pruned results are ranked by their time, so it must be one (1e999 parses as inf) */
+    if ((r->status == BT_RES_OK || r->status == BT_RES_PRUNED) && !(isfinite(r->us) && r->us > 0))
+        return bt_fail(err, "%s:%d: \"us\" is not a positive time for status \"%s\"", path, lineno,
+                       res_names[r->status]);
     if (get_measure(o, "rel_err", &r->rel_err))
         return bt_fail(err, "%s:%d: \"rel_err\" is not a number", path, lineno);
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(o, "note");
