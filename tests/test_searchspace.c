@@ -1,6 +1,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "searchspace.h"
@@ -396,6 +398,34 @@ TEST(searchspace_missing_file)
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
     CHECK_EQ(bt_space_load(path, &s, &err), -1);
     CHECK_STREQ(err.msg, want);
+}
+
+/* Only a regular file of sane size is read: /dev/zero or a FIFO would be read until memory
+ * runs out, or block. */
+TEST(searchspace_refuses_what_is_not_a_file)
+{
+    bt_space s;
+    bt_err err = {{0}};
+    char path[4096], want[8192];
+    CHECK_EQ(bt_space_load("/dev/zero", &s, &err), -1);
+    CHECK_STREQ(err.msg, "/dev/zero: not a regular file");
+    CHECK_EQ(bt_space_load(bt_test_tmpdir(), &s, &err), -1);
+    snprintf(want, sizeof want, "%s: is a directory, not a file", bt_test_tmpdir());
+    CHECK_STREQ(err.msg, want);
+    snprintf(path, sizeof path, "%s/fifo.yaml", bt_test_tmpdir());
+    unlink(path);
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    CHECK_EQ(bt_space_load(path, &s, &err), -1);
+    snprintf(want, sizeof want, "%s: not a regular file", path);
+    CHECK_STREQ(err.msg, want);
+    unlink(path);
+    /* sparse: no disk is spent */
+    snprintf(path, sizeof path, "%s/huge.yaml", bt_test_tmpdir());
+    CHECK_EQ(truncate(bt_scratch_file("huge.yaml", "name: t\n"), BT_READ_MAX + 1), 0);
+    CHECK_EQ(bt_space_load(path, &s, &err), -1);
+    snprintf(want, sizeof want, "%s: too large (%ld bytes, at most 64 MiB)", path, BT_READ_MAX + 1);
+    CHECK_STREQ(err.msg, want);
+    unlink(path);
 }
 
 TEST(searchspace_bad_syntax)

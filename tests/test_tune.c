@@ -117,6 +117,17 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     CHECK_CONTAINS(out, "BLOCK_SIZE_M");
     free(out);
 
+    /* not a file: refused at once instead of read until memory runs out */
+    const char *zero_space[] = {"--space", "/dev/zero", "--dry-run", "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, zero_space), 2);
+    CHECK_CONTAINS(out, "tune: /dev/zero: not a regular file\n");
+    free(out);
+    const char *zero_model[] = {"--model", "/dev/zero", "--space", "search_spaces/small.yaml", "--dry-run",
+                                "--arch", "sm_90a", NULL};
+    CHECK_EQ(bt_run_tune(&out, zero_model), 2);
+    CHECK_CONTAINS(out, "tune: /dev/zero: not a regular file\n");
+    free(out);
+
     const char *wrong_family[] = {"--space", "search_spaces/native.yaml", "--dry-run", "--arch", "sm_90a", NULL};
     CHECK_EQ(bt_run_tune(&out, wrong_family), 2);
     CHECK_CONTAINS(out, "tune: search_spaces/native.yaml is a search space for the native family; pass --family native");

@@ -85,9 +85,26 @@ int bt_read_file(const char *path, char **out, size_t *len, bt_err *err)
 {
     int rc = -1;
     char *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f = NULL;
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer before fstat can refuse it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return bt_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    /* /dev/zero, a pipe or a huge file would be read until memory runs out */
+    if (fstat(fd, &st) != 0)
+        bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        bt_fail(err, "%s: is a directory, not a file", path);
+    else if (!S_ISREG(st.st_mode))
+        bt_fail(err, "%s: not a regular file", path);
+    else if (st.st_size > BT_READ_MAX)
+        bt_fail(err, "%s: too large (%lld bytes, at most %ld MiB)", path, (long long)st.st_size,
+                BT_READ_MAX >> 20);
+    else if (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb")))
+        bt_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    if (!f)
+        goto out;
     size_t cap = 4096, n = 0;
     data = bt_xmalloc(cap);
     for (;;) {
@@ -97,6 +114,11 @@ int bt_read_file(const char *path, char **out, size_t *len, bt_err *err)
         n += got;
         if (got == 0)
             break;
+        /* it may have grown since fstat */
+        if (n > (size_t)BT_READ_MAX) {
+            bt_fail(err, "%s: too large (over %ld MiB)", path, BT_READ_MAX >> 20);
+            goto out;
+        }
     }
     if (ferror(f)) {
         bt_fail(err, "%s: read error: %s", path, strerror(errno));
@@ -110,7 +132,10 @@ int bt_read_file(const char *path, char **out, size_t *len, bt_err *err)
     rc = 0;
 out:
     free(data);
-    fclose(f);
+    if (f)
+        fclose(f);
+    else
+        close(fd);
     return rc;
 }
 

@@ -20,7 +20,11 @@ int bt_fail(bt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* Prefixes an existing message: "context: old message". Returns -1. */
 int bt_wrap(bt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Reads a whole file; *out is NUL-terminated and owned by the caller. */
+/* The largest file bt_read_file reads: far above any search space, config, journal or cubin. */
+#define BT_READ_MAX (64L << 20)
+
+/* Reads a whole regular file of at most BT_READ_MAX bytes; *out is NUL-terminated and owned
+ * by the caller. Directories, devices, pipes and larger files are refused. */
 int bt_read_file(const char *path, char **out, size_t *len, bt_err *err);
 
 /* Writes data to path through a temporary file in the same directory, fsync, rename:
