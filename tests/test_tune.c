@@ -187,6 +187,13 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     CHECK_EQ(bt_run_tune(&out, outdir), 2);
     CHECK_CONTAINS(out, "tune: --out-dir");
     free(out);
+    /* the same file as --cache-dir is a usage error too, even in a dry run */
+    const char *cachefile[] = {"--N", "64", "--K", "256", "--dry-run", "--arch", "sm_90a", "--cache-dir", ro, NULL};
+    CHECK_EQ(bt_run_tune(&out, cachefile), 2);
+    char want[4300];
+    snprintf(want, sizeof want, "tune: --cache-dir: %s: not a directory\n", ro);
+    CHECK_CONTAINS(out, want);
+    free(out);
 }
 
 static int have_gpu(void)

@@ -805,6 +805,12 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         bt_wrap(err, "--out-dir");
         goto out;
     }
+    /* A cache directory that cannot be one is the command line's fault, as --out-dir's is;
+     * what fails under it later (its arch subdirectory, a full disk) is the run's. */
+    if (bt_check_writable_dir(o->cache_dir, err)) {
+        bt_wrap(err, "--cache-dir");
+        goto out;
+    }
     code = BT_EXIT_FAIL;
     if (setup_target(&r, err))
         goto out;
