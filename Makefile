@@ -47,7 +47,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/templates_embed.o
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test test-gpu test-cpu clean asan
+.PHONY: all test test-gpu test-cpu clean asan valgrind
 all: $(BUILD)/tune $(BUILD)/libblocktune.so $(BUILD)/libblocktune.a $(BUILD)/tests/unit
 
 $(BUILD)/obj/%.o: %.c $(wildcard tuner/*.h include/*.h tests/*.h) $(BUILD)/gen/templates_embed.c
@@ -95,6 +95,12 @@ test-cpu: all
 
 test-gpu: all
 	@BT_GPU_TESTS=1 tests/run $(BUILD)
+
+# The CPU tests under valgrind: any error, or a block definitely or indirectly lost, fails (exit
+# 9). NVRTC is slow under it: about 6 minutes on 2 cores, so it is not part of `make test`.
+valgrind: all
+	valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+	    $(BUILD)/tests/unit
 
 clean:
 	rm -rf build
