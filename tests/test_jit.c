@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -537,4 +538,66 @@ TEST(jit_default_cache_dir)
     put_env("HOME", home);
     free(xdg);
     free(home);
+}
+
+/* Two threads (two library handles) publishing the same cache entry at once: every write
+ * succeeds, the file ends whole (one writer's bytes, never a mix or a truncation), and no
+ * temporary file is left beside it. */
+typedef struct {
+    const char *path;
+    char byte;
+    int failed;
+    char msg[256];
+} racer;
+
+enum { RACE_LEN = 64 * 1024, RACE_WRITES = 200 };
+
+static void *race_writes(void *arg)
+{
+    racer *r = arg;
+    char *data = malloc(RACE_LEN);
+    memset(data, r->byte, RACE_LEN);
+    for (int i = 0; i < RACE_WRITES; i++) {
+        bt_err err = {{0}};
+        if (bt_write_file_atomic(r->path, data, RACE_LEN, &err)) {
+            if (!r->failed++)
+                snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+        }
+    }
+    free(data);
+    return NULL;
+}
+
+TEST(jit_atomic_write_races_between_threads)
+{
+    char dir[4096], path[4200];
+    bt_err err = {{0}};
+    snprintf(dir, sizeof dir, "%s/race", bt_test_tmpdir());
+    CHECK_EQ(bt_mkdirs(dir, &err), 0);
+    snprintf(path, sizeof path, "%s/entry.cubin", dir);
+    racer r[2] = {{.path = path, .byte = 'a'}, {.path = path, .byte = 'b'}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, race_writes, &r[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        if (r[i].failed)
+            bt_check_fail(t, __FILE__, __LINE__, "%d of %d writes failed: %s", r[i].failed, RACE_WRITES, r[i].msg);
+    }
+    char *data = NULL;
+    size_t len = 0;
+    CHECK_EQ(bt_read_file(path, &data, &len, &err), 0);
+    CHECK_EQ(len, RACE_LEN);
+    int whole = data && (data[0] == 'a' || data[0] == 'b');
+    for (size_t i = 0; whole && i < len; i++)
+        whole = data[i] == data[0];
+    CHECK(whole);
+    free(data);
+    DIR *d = opendir(dir);
+    int others = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        others += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "entry.cubin");
+    if (d)
+        closedir(d);
+    CHECK_EQ(others, 0);
 }

@@ -142,11 +142,19 @@ out:
 int bt_write_file_atomic(const char *path, const void *data, size_t len, bt_err *err)
 {
     char tmp[4096];
-    if (bt_sprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()))
+    /* A fresh temporary per writer (mkstemp creates it exclusively): threads of one process
+     * may publish the same entry at once, and a shared one could be renamed away or truncated
+     * under the other. */
+    if (bt_sprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path))
         return bt_fail(err, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = mkstemp(tmp);
     if (fd < 0)
-        return bt_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+        return bt_fail(err, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    /* mkstemp makes it 0600; the published file is readable as before. */
+    if (fchmod(fd, 0644) != 0) {
+        bt_fail(err, "%s: chmod failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
     const char *p = data;
     size_t left = len;
     while (left > 0) {
