@@ -63,11 +63,13 @@ struct Problem {
 // instructions of Triton's build of the same kernel).
 struct Loader {
     static constexpr int CH = BK / 16, RSTEP = THREADS / CH;
-    static constexpr int NA = (BM + RSTEP - 1) / RSTEP, NB = (BN + RSTEP - 1) / RSTEP;
+    static constexpr int NA = bt_cl_passes(BM, BK, WARPS), NB = bt_cl_passes(BN, BK, WARPS);
     static constexpr int NSA = (BM + THREADS - 1) / THREADS; // activation-scale rows per thread
     // RSTEP rows are a multiple of 1024 bytes, which leaves the address bits the swizzle reads
     // ([7,10)) alone: chunk j's swizzled offset is chunk 0's plus j * RSTEP rows.
     static_assert(THREADS % CH == 0 && (RSTEP * BK) % 1024 == 0, "chunk plan");
+    static_assert(RSTEP == bt_cl_pass_rows(BK, WARPS), "chunk plan and the tuner's formula disagree");
+    static_assert(NA <= BT_CL_MAX_PASSES && NB <= BT_CL_MAX_PASSES, "a_rows/b_rows hold 16 chunks per half");
     const u8 *a, *b;            // chunk 0's row of A and of B at K step 0
     const float *as, *bs;       // this thread's first activation-scale row and weight-scale block
     long step;                  // RSTEP rows of A or B, in bytes

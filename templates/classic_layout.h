@@ -25,6 +25,19 @@ BT_LAYOUT_FN long bt_cl_stage_bytes(int bm, int bn, int bk, int qbn)
     return (long)bm * bk + (long)bn * bk + 4L * (bm + bt_cl_bscales(bn, qbn));
 }
 
+/* The loader's copy plan: BK / 16 threads share a tile row in 16-byte chunks, so one pass of
+ * the 32 * warps threads covers this many rows; odd warps leave a pass short of the 1 KiB the
+ * swizzle repeats over (the kernel's "chunk plan" assertion). */
+BT_LAYOUT_FN int bt_cl_pass_rows(int bk, int warps) { return 32 * warps / (bk / 16); }
+
+/* Passes over a tile of `rows` rows; each thread keeps one bit per pass in 16-bit halves of a
+ * mask, so at most BT_CL_MAX_PASSES. */
+#define BT_CL_MAX_PASSES 16
+BT_LAYOUT_FN int bt_cl_passes(int rows, int bk, int warps)
+{
+    return (rows + bt_cl_pass_rows(bk, warps) - 1) / bt_cl_pass_rows(bk, warps);
+}
+
 /* Whether a candidate runs on the warpgroup (wgmma) path: needs sm_90a, whole m64 tiles and
  * whole warpgroups; smaller tiles use mma.sync m16n8k32, as Triton lowers them. */
 BT_LAYOUT_FN int bt_cl_use_wgmma(int sm90a, int bm, int bn, int warps)

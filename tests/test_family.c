@@ -191,3 +191,31 @@ TEST(native_num_stages_range_as_documented)
     CHECK_STREQ(why, "1 is outside [2, 16]");
     CHECK(bt_param_refuse(d, 17, why, sizeof why) != NULL);
 }
+
+/* The classic kernel's loader copies tiles in passes of 32 * num_warps 16-byte chunks: odd
+ * warps leave a pass short of the swizzle's 1 KiB and at most 16 passes fit each thread's
+ * masks, so the check refuses those candidates (which would not compile, or would copy wrong
+ * rows) before compiling. */
+TEST(classic_check_refuses_what_the_loader_cannot_copy)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    char why[300];
+    bt_cand one = {{64, 64, 64, 1, 1, 2}}, fits = {{128, 32, 128, 1, 2, 2}}, over = {{256, 16, 128, 1, 2, 2}};
+    CHECK_EQ(bt_family_classic.check(&one, &v, &h100, why, sizeof why), BT_REJ_SHAPE);
+    CHECK_CONTAINS(why, "num_warps 1: ");
+    CHECK(!strchr(why, '\n'));
+    CHECK_EQ(bt_cl_passes(128, 128, 2), 16);
+    CHECK_EQ(bt_family_classic.check(&fits, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_cl_passes(256, 128, 2), 32);
+    CHECK_EQ(bt_family_classic.check(&over, &v, &h100, why, sizeof why), BT_REJ_SHAPE);
+    CHECK_STREQ(why, "2 warps copy the 256 x 128 A tile and the 16 x 128 B tile in 32 and 2 passes, the loader "
+                     "keeps at most 16");
+    bt_cand narrow = {{64, 64, 16, 1, 4, 2}}; /* no pass plan (nor swizzle) for 16-byte rows */
+    CHECK_EQ(bt_family_classic.check(&narrow, &v, &h100, why, sizeof why), BT_REJ_SHAPE);
+    CHECK_CONTAINS(why, "BLOCK_SIZE_K 16: ");
+    /* The same rows per pass as the kernel's 32 * warps threads over BK / 16 chunks per row. */
+    CHECK_EQ(bt_cl_pass_rows(64, 4), 32);
+    CHECK_EQ(bt_cl_pass_rows(128, 8), 32);
+}

@@ -228,6 +228,38 @@ TEST(jit_native_candidates_compile_clean)
     bt_jit_close(j);
 }
 
+/* The classic check and the kernel's loader assertions agree at their edges: 2 warps copy a
+ * 128-row tile in 16 passes (accepted, compiles), a 256-row one in 32 (rejected, and the kernel
+ * refuses it too rather than shifting its row masks past 32 bits); 1 warp is rejected and does
+ * not compile either. */
+TEST(jit_classic_check_matches_the_loader)
+{
+    bt_jit *j = open_jit(t, cache_dir("classic-loader"), "sm_90a");
+    if (!j)
+        return;
+    bt_target tg;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &tg), 0);
+    static const bt_cand cands[] = {{{128, 32, 128, 1, 2, 2}}, {{256, 16, 128, 1, 2, 2}}, {{64, 64, 64, 1, 1, 2}}};
+    static const int runs[] = {1, 0, 0};
+    const bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    enum { NC = sizeof cands / sizeof cands[0] };
+    bt_jit_job jobs[NC];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < NC; i++) {
+        CHECK_EQ(bt_family_classic.check(&cands[i], &v, &tg, NULL, 0) == BT_REJ_NONE, runs[i]);
+        jobs[i].source = bt_jit_source(&bt_family_classic, &cands[i], &v, NULL);
+    }
+    CHECK_EQ(run1(j, jobs, NC, 2), 0);
+    for (int i = 0; i < NC; i++) {
+        if ((jobs[i].status == BT_JIT_COMPILED) != runs[i])
+            bt_check_fail(t, __FILE__, __LINE__, "candidate %d: %s: %.300s", i,
+                          runs[i] ? "failed to compile" : "compiled", jobs[i].log ? jobs[i].log : "");
+        free((char *)jobs[i].source);
+        bt_jit_job_clear(&jobs[i]);
+    }
+    bt_jit_close(j);
+}
+
 /* Replaces a cache file's contents (the cubin or its sidecar). */
 static void clobber(const char *path, const char *text, size_t len)
 {

@@ -96,9 +96,24 @@ static bt_reject classic_check(const bt_cand *c, const bt_variant *v, const bt_t
         snprintf(why, n, "FP8 tensor-core mma needs sm_89 or newer, target is %s", t->arch);
         return BT_REJ_ARCH;
     }
+    if (w <= 0 || w % 2 != 0) {
+        snprintf(why, n, "num_warps %d: the loader copies in passes of 32 * num_warps 16-byte chunks, "
+                 "which cover whole 1 KiB swizzle patterns only for an even number of warps", w);
+        return BT_REJ_SHAPE;
+    }
+    if (bk != 32 && bk != 64 && bk != 128) {
+        snprintf(why, n, "BLOCK_SIZE_K %d: the kernel's swizzled tiles take rows of 32, 64 or 128 bytes", bk);
+        return BT_REJ_SHAPE;
+    }
     if (v->block_k % bk != 0) {
         snprintf(why, n, "BLOCK_SIZE_K %d does not divide the quantization block_k %d", bk,
                  v->block_k);
+        return BT_REJ_SHAPE;
+    }
+    int na = bt_cl_passes(bm, bk, w), nb = bt_cl_passes(bn, bk, w);
+    if (na > BT_CL_MAX_PASSES || nb > BT_CL_MAX_PASSES) {
+        snprintf(why, n, "%d warps copy the %d x %d A tile and the %d x %d B tile in %d and %d passes, "
+                 "the loader keeps at most %d", w, bm, bk, bn, bk, na, nb, BT_CL_MAX_PASSES);
         return BT_REJ_SHAPE;
     }
     long acc = bt_cl_acc_per_thread(bt_cl_use_wgmma(is_sm90a(t), bm, bn, w), bm, bn, w);
