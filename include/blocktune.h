@@ -63,7 +63,8 @@ typedef struct {
 int blocktune_open(blocktune **bt, const blocktune_options *opt, char *err, size_t errlen);
 void blocktune_close(blocktune *bt);
 
-/* Compiles and loads the kernels that M values in Ms would use for this shape and types. */
+/* Compiles and loads the kernels that M values in Ms would use for this shape and types
+ * (shape's M is not read); refuses, compiling nothing, what blocktune_gemm would refuse. */
 int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM,
                       char *err, size_t errlen);
 
@@ -71,7 +72,7 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
 int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream, char *err,
                    size_t errlen);
 
-/* Describes the kernel blocktune_gemm would run for g, e.g.
+/* Describes the kernel blocktune_gemm would run for g (or, returning -1, why it refuses g), e.g.
  * "classic BLOCK_SIZE_M=64 ... (config N=7168,K=2304,..., batch 64)"; into buf. */
 int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n);
 

@@ -86,6 +86,50 @@ TEST(library_gemm_check_refuses_what_the_kernels_cannot_index)
     CHECK_CONTAINS(err.msg, "must be positive");
 }
 
+/* prepare and describe refuse what gemm refuses, and NULL pointers are refused in one line
+ * rather than followed (the call's arguments are checked before the handle, so no GPU is needed
+ * here). */
+TEST(library_refuses_bad_calls_without_a_handle)
+{
+    char msg[512];
+    blocktune *bt = NULL;
+    const long Ms[] = {16, 64}, zero[] = {0};
+    blocktune_gemm_args ok = {0, 0, 0, 0, 0, 16, 7168, 2048, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    blocktune_gemm_args odd_k = ok;
+    odd_k.K = 100;
+    CHECK_EQ(blocktune_open(NULL, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the handle's address is NULL");
+    CHECK_EQ(blocktune_prepare(bt, &odd_k, Ms, 2, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    CHECK_EQ(blocktune_prepare(bt, &ok, zero, 1, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "M, N and K must be positive (got 0,");
+    CHECK_EQ(blocktune_prepare(bt, &ok, NULL, 2, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "nM = 2 with Ms NULL: want a list of nM batch sizes");
+    CHECK_EQ(blocktune_prepare(bt, NULL, Ms, 2, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the shape is NULL");
+    CHECK_EQ(blocktune_prepare(bt, &ok, Ms, 2, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the handle is NULL");
+    CHECK_EQ(blocktune_prepare(bt, &ok, Ms, 2, NULL, 0), -1);
+    CHECK_EQ(blocktune_gemm(bt, NULL, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the arguments are NULL");
+    CHECK_EQ(blocktune_gemm(bt, &odd_k, NULL, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    CHECK_EQ(blocktune_gemm(bt, &ok, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the handle is NULL");
+    CHECK_EQ(blocktune_describe(bt, &odd_k, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    ok.M = 0;
+    CHECK_EQ(blocktune_describe(bt, &ok, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "must be positive");
+    ok.M = 16;
+    CHECK_EQ(blocktune_describe(bt, &ok, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the handle is NULL");
+    CHECK_EQ(blocktune_describe(bt, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "the arguments are NULL");
+    CHECK_EQ(blocktune_describe(bt, &ok, NULL, 64), -1);
+    blocktune_close(NULL);
+}
+
 TEST(gpu_library_dispatch_and_graph_capture)
 {
     bt_gpu g;
@@ -152,6 +196,10 @@ TEST(gpu_library_dispatch_and_graph_capture)
     /* Bad input: one line, no launch. */
     blocktune_gemm_args bad = {0, 0, 0, 0, 0, 4, 64, 100, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
     CHECK(blocktune_gemm(bt, &bad, g.stream, msg, sizeof msg) == -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    CHECK(blocktune_prepare(bt, &bad, (long[]){4}, 1, msg, sizeof msg) == -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    CHECK(blocktune_describe(bt, &bad, msg, sizeof msg) == -1);
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
 out:
     blocktune_close(bt);

@@ -48,6 +48,10 @@ static int fail(char *err, size_t n, const bt_err *e)
 int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, size_t errlen)
 {
     bt_err e = {{0}};
+    if (!out) {
+        bt_fail(&e, "the handle's address is NULL");
+        return fail(err, errlen, &e);
+    }
     blocktune *bt = bt_xcalloc(1, sizeof *bt);
     char *cache = opt && opt->cache_dir ? bt_strdup(opt->cache_dir) : bt_jit_default_cache_dir();
     int rc = bt_gpu_open(&bt->gpu, -1, cache, 0, &bt->jit, &e);
@@ -89,6 +93,14 @@ static int to_variant(const blocktune_gemm_args *g, bt_variant *v, bt_err *e)
     v->in = (bt_in_type)g->input, v->out = (bt_out_type)g->output;
     v->block_n = g->block_n, v->block_k = g->block_k;
     return 0;
+}
+
+/* What blocktune_gemm refuses for a call of M rows, refused as well before a kernel is chosen
+ * or compiled for it. */
+static int check_call(const blocktune_gemm_args *g, long M, bt_variant *v, bt_err *e)
+{
+    bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, M, g->N, g->K};
+    return to_variant(g, v, e) || bt_gemm_check(&a, e) ? -1 : 0;
 }
 
 /* The config file of a family for (N, K, types) in the config directory, read once. */
@@ -195,8 +207,22 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
 {
     bt_err e = {{0}};
     bt_variant v;
-    if (to_variant(shape, &v, &e))
+    if (!shape) {
+        bt_fail(&e, "the shape is NULL");
         return fail(err, errlen, &e);
+    }
+    if (nM < 0 || (nM > 0 && !Ms)) {
+        bt_fail(&e, "nM = %d with Ms %s: want a list of nM batch sizes", nM, Ms ? "given" : "NULL");
+        return fail(err, errlen, &e);
+    }
+    /* Every M before any compile, so a bad one compiles nothing. */
+    for (int i = 0; i < nM; i++)
+        if (check_call(shape, Ms[i], &v, &e))
+            return fail(err, errlen, &e);
+    if (!bt) {
+        bt_fail(&e, "the handle is NULL");
+        return fail(err, errlen, &e);
+    }
     for (int i = 0; i < nM; i++) {
         choice c;
         choose(bt, Ms[i], shape->N, shape->K, &v, &c);
@@ -211,9 +237,17 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
     bt_err e = {{0}};
     bt_variant v;
     choice c;
+    if (!g) {
+        bt_fail(&e, "the arguments are NULL");
+        return fail(err, errlen, &e);
+    }
     bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, g->M, g->N, g->K};
     if (to_variant(g, &v, &e) || bt_gemm_check(&a, &e))
         return fail(err, errlen, &e);
+    if (!bt) {
+        bt_fail(&e, "the handle is NULL");
+        return fail(err, errlen, &e);
+    }
     choose(bt, g->M, g->N, g->K, &v, &c);
     bt_kernel *k = kernel_for(bt, &c, &v, &e);
     if (!k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e))
@@ -226,8 +260,18 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
     bt_err e = {{0}};
     bt_variant v;
     choice c;
-    if (to_variant(g, &v, &e))
+    if (!buf)
+        return -1; /* nowhere to describe or say why */
+    if (!g) {
+        bt_fail(&e, "the arguments are NULL");
         return fail(buf, n, &e);
+    }
+    if (check_call(g, g->M, &v, &e))
+        return fail(buf, n, &e);
+    if (!bt) {
+        bt_fail(&e, "the handle is NULL");
+        return fail(buf, n, &e);
+    }
     choose(bt, g->M, g->N, g->K, &v, &c);
     if (!c.fam)
         return snprintf(buf, n, "no kernel runs this"), -1;
