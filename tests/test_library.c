@@ -9,6 +9,7 @@
 #include "configio.h"
 #include "gpu.h"
 #include "harness.h"
+#include "util.h"
 
 /* vals: the first nvals of the family's parameters; the rest (optional ones) take their defaults. */
 static void write_config(bt_t *t, const char *dir, const bt_family *f, const char *device, long N, long K,
@@ -128,6 +129,24 @@ TEST(library_refuses_bad_calls_without_a_handle)
     CHECK_STREQ(msg, "the arguments are NULL");
     CHECK_EQ(blocktune_describe(bt, &ok, NULL, 64), -1);
     blocktune_close(NULL);
+}
+
+/* A failed compile's NVRTC log spans lines; the message quoting it stays one line. */
+TEST(library_compile_log_quoted_on_one_line)
+{
+    const char *log = "classic.cuh(78): error: static assertion failed with \"chunk plan\"\n"
+                      "      static_assert(THREADS % CH == 0,\r\n\t^\n\n"
+                      "1 error detected in the compilation of \"candidate.cu\".\n";
+    char line[512], tiny[12];
+    bt_one_line(line, sizeof line, log);
+    CHECK_STREQ(line, "classic.cuh(78): error: static assertion failed with \"chunk plan\" static_assert(THREADS % "
+                      "CH == 0, ^ 1 error detected in the compilation of \"candidate.cu\".");
+    bt_one_line(tiny, sizeof tiny, "\n  one\n\ntwo three");
+    CHECK_STREQ(tiny, "one two thr"); /* cut to fit, no trailing space */
+    bt_one_line(tiny, 9, "one two  three");
+    CHECK_STREQ(tiny, "one two");
+    bt_one_line(tiny, sizeof tiny, "");
+    CHECK_STREQ(tiny, "");
 }
 
 TEST(gpu_library_dispatch_and_graph_capture)

@@ -186,7 +186,9 @@ static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v
     if (bt_jit_run(bt->jit, &job, 1, 1, NULL, NULL, e))
         goto out;
     if (job.status == BT_JIT_FAILED) {
-        bt_fail(e, "kernel failed to compile: %.500s", job.log ? job.log : "");
+        char log[512]; /* NVRTC's log spans lines; the message is one */
+        bt_one_line(log, sizeof log, job.log ? job.log : "");
+        bt_fail(e, "kernel failed to compile: %s", log);
         goto out;
     }
     if (bt_read_file(job.path, &cubin, NULL, e) || bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e))

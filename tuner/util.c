@@ -139,6 +139,26 @@ out:
     return rc;
 }
 
+void bt_one_line(char *dst, size_t n, const char *src)
+{
+    size_t used = 0;
+    int space = 0;
+    for (; *src && used + 1 < n; src++) {
+        if (isspace((unsigned char)*src)) {
+            space = used > 0;
+            continue;
+        }
+        if (space) {
+            if (used + 2 >= n)
+                break;
+            dst[used++] = ' ';
+            space = 0;
+        }
+        dst[used++] = *src;
+    }
+    dst[used] = '\0';
+}
+
 int bt_write_file_atomic(const char *path, const void *data, size_t len, bt_err *err)
 {
     char tmp[4096];

@@ -48,6 +48,10 @@ int bt_is_pow2(long v);
 /* snprintf that reports truncation as failure. */
 int bt_sprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* src with each run of whitespace (newlines and tabs too) made one space and the ends trimmed,
+ * truncated to fit dst (n > 0): a multi-line log quoted in a one-line message. */
+void bt_one_line(char *dst, size_t n, const char *src);
+
 /* strdup that aborts on out-of-memory (allocation failure is not a recoverable state here). */
 char *bt_strdup(const char *s);
 void *bt_xmalloc(size_t n);
