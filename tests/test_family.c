@@ -192,6 +192,38 @@ TEST(native_num_stages_range_as_documented)
     CHECK(bt_param_refuse(d, 17, why, sizeof why) != NULL);
 }
 
+/* Without a config the classic kernel runs SGLang's default: 64 rows, the quantization block as
+ * BLOCK_SIZE_N x BLOCK_SIZE_K, GROUP_SIZE_M 32, 4 warps, 3 stages; a block the kernel cannot
+ * take as a tile gets 128 columns and the largest BLOCK_SIZE_K dividing it, and a block_k none
+ * divides is refused as a block shape. */
+TEST(classic_fallback_takes_the_block_shape)
+{
+    bt_target h100, a100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    CHECK_EQ(bt_target_from_arch("sm_80", &a100), 0);
+    static const struct {
+        int block_n, block_k, bn, bk;
+    } cases[] = {{128, 128, 128, 128}, {64, 64, 64, 64}, {128, 64, 128, 64}, {32, 128, 32, 128},
+                 {256, 256, 128, 128}, {96, 128, 128, 128}, {128, 96, 128, 32}, {16, 32, 16, 32}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bt_variant v = {BT_IN_INT8, BT_OUT_BF16, cases[i].block_n, cases[i].block_k};
+        bt_cand c;
+        char why[300];
+        bt_family_classic.fallback(16, 4096, 7168, &v, NULL, &c);
+        const int want[] = {64, cases[i].bn, cases[i].bk, 32, 4, 3};
+        for (int p = 0; p < 6; p++)
+            CHECK_EQ(c.v[p], want[p]);
+        CHECK_EQ(bt_family_classic.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
+        CHECK_EQ(bt_family_classic.check(&c, &v, &a100, why, sizeof why), BT_REJ_NONE);
+    }
+    bt_variant odd = {BT_IN_FP8, BT_OUT_BF16, 128, 48};
+    bt_cand c;
+    char why[300];
+    bt_family_classic.fallback(16, 4096, 7168, &odd, NULL, &c);
+    CHECK_EQ(bt_family_classic.check(&c, &odd, &h100, why, sizeof why), BT_REJ_SHAPE);
+    CHECK_CONTAINS(why, "quantization block_k 48");
+}
+
 /* The classic kernel's loader copies tiles in passes of 32 * num_warps 16-byte chunks: odd
  * warps leave a pass short of the swizzle's 1 KiB and at most 16 passes fit each thread's
  * masks, so the check refuses those candidates (which would not compile, or would copy wrong

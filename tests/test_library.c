@@ -220,6 +220,17 @@ TEST(gpu_library_dispatch_and_graph_capture)
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
     CHECK(blocktune_describe(bt, &bad, msg, sizeof msg) == -1);
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
+    /* A quantization block no kernel takes is named as such, not as the input type or GPU. */
+    blocktune_gemm_args odd_block = {0, 0, 0, 0, 0, 4, 256, 256, BLOCKTUNE_INT8, BLOCKTUNE_BF16, 128, 48};
+    CHECK(blocktune_describe(bt, &odd_block, msg, sizeof msg) == -1);
+    CHECK_CONTAINS(msg, "no kernel supports the quantization block shape [128, 48]");
+    CHECK(blocktune_prepare(bt, &odd_block, (long[]){4}, 1, msg, sizeof msg) == -1);
+    CHECK_CONTAINS(msg, "no kernel supports the quantization block shape [128, 48]");
+    /* Without a config the classic heuristic takes the block's shape as its tile, as SGLang's default does. */
+    blocktune_gemm_args narrow = {0, 0, 0, 0, 0, 4, 256, 256, BLOCKTUNE_INT8, BLOCKTUNE_BF16, 64, 64};
+    CHECK(blocktune_describe(bt, &narrow, msg, sizeof msg) == 0);
+    if (!sm90a)
+        CHECK_CONTAINS(msg, "classic BLOCK_SIZE_M=64 BLOCK_SIZE_N=64 BLOCK_SIZE_K=64 GROUP_SIZE_M=32");
 out:
     blocktune_close(bt);
     bt_jit_close(jit);

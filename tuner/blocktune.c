@@ -138,6 +138,10 @@ typedef struct {
     bt_cand cand;
     const char *source; /* config file name, or NULL for the heuristic */
     long batch;
+    /* Without a family: why the classic heuristic cannot run (the family that runs wherever any
+     * does), to say why nothing can. */
+    bt_reject rej;
+    char why[256];
 } choice;
 
 /* Native config for the shape if there is one, else classic, else the heuristic: the native
@@ -160,11 +164,21 @@ static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, c
         if (!order[i])
             continue;
         order[i]->fallback(M, N, K, v, &bt->gpu.target, &c->cand);
-        if (order[i]->check(&c->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE) {
+        c->rej = order[i]->check(&c->cand, v, &bt->gpu.target, c->why, sizeof c->why);
+        if (c->rej == BT_REJ_NONE) {
             c->fam = order[i];
             return;
         }
     }
+}
+
+/* Why choose found nothing: a quantization block no kernel takes, or types the GPU lacks. */
+static int no_kernel(const blocktune *bt, const bt_variant *v, const choice *c, bt_err *e)
+{
+    if (c->rej == BT_REJ_SHAPE)
+        return bt_fail(e, "no kernel supports the quantization block shape [%d, %d] (block_n, block_k): %s",
+                       v->block_n, v->block_k, c->why);
+    return bt_fail(e, "no kernel of any family runs %s on %s: %s", bt_in_name(v->in), bt->gpu.info.name, c->why);
 }
 
 static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_err *e)
@@ -176,7 +190,7 @@ static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v
             return &l->k;
     }
     if (!c->fam) {
-        bt_fail(e, "no kernel of any family runs %s on %s", bt_in_name(v->in), bt->gpu.info.name);
+        no_kernel(bt, v, c, e);
         return NULL;
     }
     char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
@@ -275,8 +289,10 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
         return fail(buf, n, &e);
     }
     choose(bt, g->M, g->N, g->K, &v, &c);
-    if (!c.fam)
-        return snprintf(buf, n, "no kernel runs this"), -1;
+    if (!c.fam) {
+        no_kernel(bt, &v, &c, &e);
+        return fail(buf, n, &e);
+    }
     char desc[256];
     bt_cand_format(c.fam, &c.cand, desc, sizeof desc);
     if (c.source)

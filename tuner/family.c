@@ -162,12 +162,19 @@ static void classic_launch(const bt_cand *c, const bt_variant *v, const bt_targe
     out->smem = (size_t)bt_cl_smem_bytes(p[CL_BM], p[CL_BN], p[CL_BK], p[CL_STAGES], v->block_n);
 }
 
-/* SGLang's own default when no config file exists for a shape. */
+/* SGLang's own default when no config file exists for a shape: 64 rows, the quantization
+ * block's width and depth as BLOCK_SIZE_N and BLOCK_SIZE_K, GROUP_SIZE_M 32, 4 warps, 3 stages.
+ * Where the kernel cannot take the block as a tile: BLOCK_SIZE_N 128 (a block wider than that,
+ * or not a power of two; 4 warps have registers for 128 columns), and the largest BLOCK_SIZE_K
+ * of 128, 64 and 32 dividing block_k (none: 128, which the check then refuses). */
 static void classic_fallback(long M, long N, long K, const bt_variant *v, const bt_target *t, bt_cand *out)
 {
-    (void)M, (void)N, (void)K, (void)v, (void)t;
+    (void)M, (void)N, (void)K, (void)t;
     memset(out, 0, sizeof *out);
-    out->v[CL_BM] = 64, out->v[CL_BN] = 128, out->v[CL_BK] = 128;
+    int bn = bt_is_pow2(v->block_n) && v->block_n >= 8 && v->block_n <= 128 ? v->block_n : 128, bk = 128;
+    while (bk > 32 && v->block_k % bk != 0)
+        bk /= 2;
+    out->v[CL_BM] = 64, out->v[CL_BN] = bn, out->v[CL_BK] = v->block_k % bk == 0 ? bk : 128;
     out->v[CL_GM] = 32, out->v[CL_WARPS] = 4, out->v[CL_STAGES] = 3;
 }
 
