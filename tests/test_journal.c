@@ -360,24 +360,20 @@ TEST(journal_not_a_journal)
              path);
     CHECK_STREQ(err.msg, want);
 
-    path = path_for("future.journal");
-    append_text(path, "{\"journal\":\"blocktune\",\"version\":3}\n");
-    CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
-    snprintf(want, sizeof want,
-             "%s: journal version 3, this blocktune reads version 2 (remove it or run without "
-             "--resume)",
-             path);
-    CHECK_STREQ(err.msg, want);
-
-    /* not a whole number: still a version, just not one this blocktune reads */
-    path = path_for("fractional.journal");
-    append_text(path, "{\"journal\":\"blocktune\",\"version\":2.5}\n");
-    CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
-    snprintf(want, sizeof want,
-             "%s: journal version 2.5, this blocktune reads version 2 (remove it or run without "
-             "--resume)",
-             path);
-    CHECK_STREQ(err.msg, want);
+    /* a later version, and one that is not a whole number: versions this blocktune does not read */
+    static const char *const versions[][2] = {{"future.journal", "3"}, {"fractional.journal", "2.5"}};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "{\"journal\":\"blocktune\",\"version\":%s}\n", versions[i][1]);
+        path = path_for(versions[i][0]);
+        append_text(path, line);
+        CHECK_EQ(bt_journal_open(path, &h, 1, &j, &prior, &n, classic, &err), -1);
+        snprintf(want, sizeof want,
+                 "%s: journal version %s, this blocktune reads version 2 (remove it or run without "
+                 "--resume)",
+                 path, versions[i][1]);
+        CHECK_STREQ(err.msg, want);
+    }
 
     path = path_for("no-version.journal");
     append_text(path, "{\"journal\":\"blocktune\",\"version\":\"2\"}\n");
