@@ -15,7 +15,12 @@
  * Which kernel runs: the native (Hopper) family's config for (device, N, K) when one exists in
  * the config directory, else the classic family's (SGLang's format, nearest batch size as
  * SGLang picks), else a built-in heuristic (README: "Dispatch"). Thread safety: one handle per
- * thread, or serialize calls on a handle.
+ * thread, or serialize calls on a handle. A handle belongs to the CUDA context current when it
+ * was opened, and may be called from any thread: when the calling thread has another context
+ * current, or none, blocktune_prepare, blocktune_gemm and blocktune_close make the handle's
+ * current for the call and restore the thread's own before returning (when it is already
+ * current, as it is where one context serves the whole process, a call only checks that).
+ * Streams passed in must belong to the handle's context (NULL: its legacy default stream).
  *
  * Every function returns 0 on success, or -1 with a one-line message in err (may be NULL).
  * The handle's own host allocations are small (its configs, kernels and compile sources);

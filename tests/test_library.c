@@ -1,6 +1,8 @@
 /* The library through its public header: configs picked from a directory (native before
  * classic, nearest batch size), the heuristic without one, results checked against the
- * reference, and a launch captured in a CUDA graph. Skipped without a GPU. */
+ * reference, a launch captured in a CUDA graph, and calls from a thread without the handle's
+ * context. Skipped without a GPU. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +324,101 @@ out:
     for (int i = 0; i < 2; i++)
         if (ref[i])
             g.cu.cuMemFree(ref[i]);
+    blocktune_close(bt);
+    bt_jit_close(jit);
+    bt_gpu_close(&g);
+}
+
+/* One blocktune_gemm on a thread of its own, and the contexts current there around it. */
+typedef struct {
+    blocktune *bt;
+    const blocktune_gemm_args *a;
+    const bt_cuda *cu;
+    CUcontext before, after;
+    int rc;
+    char msg[512];
+} thread_call;
+
+static void *gemm_on_thread(void *arg)
+{
+    thread_call *c = arg;
+    if (c->cu->cuCtxGetCurrent(&c->before) != CUDA_SUCCESS)
+        c->before = (CUcontext)c; /* (a value no context has: the check below fails) */
+    c->rc = blocktune_gemm(c->bt, c->a, NULL, c->msg, sizeof c->msg);
+    if (c->cu->cuCtxGetCurrent(&c->after) != CUDA_SUCCESS)
+        c->after = (CUcontext)c;
+    return NULL;
+}
+
+/* A new thread has no CUDA context current: the handle's is made current for the call, which
+ * loads the kernel and launches it (stream NULL: that context's default stream), and is taken
+ * away again after; C matches, bit for bit, the same call's from the thread that opened it. */
+TEST(gpu_library_gemm_from_a_thread_without_a_context)
+{
+    bt_gpu g;
+    bt_jit *jit;
+    bt_err err = {{0}};
+    char cache[4200], msg[512];
+    blocktune *bt = NULL;
+    bt_problem p;
+    CUdeviceptr ref = 0;
+    unsigned char *from_thread = NULL, *from_main = NULL;
+    const long M = 40, N = 7168, K = 2304;
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    memset(&p, 0, sizeof p);
+    snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
+    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+        SKIP("%s", err.msg);
+    blocktune_options opt = {.cache_dir = cache};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    if (bt_problem_alloc(&g, M, N, K, &v, &p, &err) || g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
+        bt_problem_fill(&g, &p, &v, 11, &err) || bt_problem_poison(&g, &p, g.stream, &err) ||
+        g.cu.cuStreamSynchronize(g.stream) != CUDA_SUCCESS) {
+        bt_check_fail(t, __FILE__, __LINE__, "setup: %s", err.msg);
+        goto out;
+    }
+    blocktune_gemm_args a = {p.args.A, p.args.B, p.args.As, p.args.Bs, p.args.C, M, N, K,
+                             BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    thread_call call = {.bt = bt, .a = &a, .cu = &g.cu, .rc = -1};
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, gemm_on_thread, &call) != 0) {
+        bt_check_fail(t, __FILE__, __LINE__, "cannot start a thread");
+        goto out;
+    }
+    pthread_join(tid, NULL);
+    CHECK(call.before == NULL);
+    if (call.rc)
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_gemm on a thread without a context: %s", call.msg);
+    CHECK(call.after == NULL);
+    CHECK(g.cu.cuCtxSynchronize() == CUDA_SUCCESS); /* (the kernel ran on the context's default stream) */
+    bt_check chk;
+    if (bt_reference(&g, &p, &v, ref, &err) || bt_compare(&g, &p, &v, ref, &chk, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "reference: %s", err.msg);
+        goto out;
+    }
+    if (!bt_check_passed(&chk, BT_OUT_BF16))
+        bt_check_fail(t, __FILE__, __LINE__, "from the thread: rel_err %.3g, %llu unwritten, %llu guard", chk.rel_err,
+                      chk.nonfinite, chk.guard);
+
+    from_thread = bt_xmalloc(p.c_bytes), from_main = bt_xmalloc(p.c_bytes);
+    CHECK(g.cu.cuMemcpyDtoH(from_thread, p.args.C, p.c_bytes) == CUDA_SUCCESS);
+    CHECK(bt_problem_poison(&g, &p, g.stream, &err) == 0);
+    if (blocktune_gemm(bt, &a, g.stream, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_gemm: %s", msg);
+        goto out;
+    }
+    CHECK(g.cu.cuStreamSynchronize(g.stream) == CUDA_SUCCESS);
+    CHECK(g.cu.cuMemcpyDtoH(from_main, p.args.C, p.c_bytes) == CUDA_SUCCESS);
+    CHECK(memcmp(from_thread, from_main, p.c_bytes) == 0);
+out:
+    free(from_thread);
+    free(from_main);
+    if (ref)
+        g.cu.cuMemFree(ref);
+    bt_problem_free(&g, &p);
     blocktune_close(bt);
     bt_jit_close(jit);
     bt_gpu_close(&g);

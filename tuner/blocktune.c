@@ -45,6 +45,31 @@ static int fail(char *err, size_t n, const bt_err *e)
     return -1;
 }
 
+/* The modules live in the handle's context, which the calling thread may not have current (a
+ * thread of its own has none): a call that loads, launches or unloads pushes it for its
+ * duration when another or none is current. Returns 1 when pushed (leave_ctx pops it), 0 when
+ * it already was current (one query: the common case, on every launch), -1 on failure. */
+static int enter_ctx(blocktune *bt, bt_err *e)
+{
+    CUcontext cur = NULL;
+    CUresult r = bt->gpu.cu.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return bt_cuda_fail(&bt->gpu.cu, r, e, "cuCtxGetCurrent");
+    if (cur == bt->gpu.ctx)
+        return 0;
+    r = bt->gpu.cu.cuCtxPushCurrent(bt->gpu.ctx);
+    if (r != CUDA_SUCCESS)
+        return bt_cuda_fail(&bt->gpu.cu, r, e, "making the handle's CUDA context current");
+    return 1;
+}
+
+static void leave_ctx(blocktune *bt, int pushed)
+{
+    CUcontext ctx;
+    if (pushed == 1)
+        bt->gpu.cu.cuCtxPopCurrent(&ctx); /* (pushed on this thread, so it pops) */
+}
+
 int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, size_t errlen)
 {
     bt_err e = {{0}};
@@ -71,8 +96,11 @@ void blocktune_close(blocktune *bt)
 {
     if (!bt)
         return;
+    /* (Failing, the unloads fail the same way; there is nowhere to report either.) */
+    int pushed = enter_ctx(bt, NULL);
     for (int i = 0; i < bt->nkernels; i++)
         bt_kernel_unload(&bt->gpu, &bt->kernels[i].k);
+    leave_ctx(bt, pushed);
     for (int i = 0; i < bt->ncfgs; i++)
         bt_config_free(&bt->cfgs[i].cfg);
     free(bt->kernels);
@@ -239,13 +267,19 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
         bt_fail(&e, "the handle is NULL");
         return fail(err, errlen, &e);
     }
+    int pushed = enter_ctx(bt, &e), rc = -1;
+    if (pushed < 0)
+        return fail(err, errlen, &e);
     for (int i = 0; i < nM; i++) {
         choice c;
         choose(bt, Ms[i], shape->N, shape->K, &v, &c);
         if (!kernel_for(bt, &c, &v, &e))
-            return fail(err, errlen, &e);
+            goto out;
     }
-    return 0;
+    rc = 0;
+out:
+    leave_ctx(bt, pushed);
+    return rc ? fail(err, errlen, &e) : 0;
 }
 
 int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream, char *err, size_t errlen)
@@ -264,11 +298,14 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
         bt_fail(&e, "the handle is NULL");
         return fail(err, errlen, &e);
     }
+    int pushed = enter_ctx(bt, &e), rc = -1;
+    if (pushed < 0)
+        return fail(err, errlen, &e);
     choose(bt, g->M, g->N, g->K, &v, &c);
     bt_kernel *k = kernel_for(bt, &c, &v, &e);
-    if (!k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e))
-        return fail(err, errlen, &e);
-    return 0;
+    rc = !k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e) ? -1 : 0;
+    leave_ctx(bt, pushed);
+    return rc ? fail(err, errlen, &e) : 0;
 }
 
 int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n)

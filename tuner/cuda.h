@@ -24,6 +24,8 @@
     X(cuDevicePrimaryCtxRelease)                                                               \
     X(cuCtxSetCurrent)                                                                         \
     X(cuCtxGetCurrent)                                                                         \
+    X(cuCtxPushCurrent)                                                                        \
+    X(cuCtxPopCurrent)                                                                         \
     X(cuCtxGetDevice)                                                                          \
     X(cuCtxSynchronize)                                                                        \
     X(cuModuleLoadData)                                                                        \
