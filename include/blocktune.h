@@ -26,7 +26,10 @@
  * The handle's own host allocations are small (its configs, kernels and compile sources);
  * when one fails the library prints "blocktune: out of memory" and aborts, as the tuner does.
  * A config file that cannot be read, or holds values out of range, is passed over like a
- * missing one (blocktune_describe names what runs instead), never trusted.
+ * missing one (blocktune_describe names what runs instead), never trusted. A kernel that fails
+ * to compile or load (a config entry a newer NVRTC refuses, say) is remembered by the handle and
+ * never tried again: that call and later ones run the next choice of the order above, and fail
+ * only when every one has failed, with the last failure's reason.
  */
 #ifndef BLOCKTUNE_H
 #define BLOCKTUNE_H
@@ -78,7 +81,9 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
                    size_t errlen);
 
 /* Describes the kernel blocktune_gemm would run for g (or, returning -1, why it refuses g), e.g.
- * "classic BLOCK_SIZE_M=64 ... (config N=7168,K=2304,..., batch 64)"; into buf. */
+ * "classic BLOCK_SIZE_M=64 ... (config N=7168,K=2304,..., batch 64)"; into buf. Once the
+ * kernel it would have run failed (it compiles nothing itself), it adds ", instead of native
+ * ... (config ..., batch 64), which failed: " and the reason. */
 int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n);
 
 #ifdef __cplusplus

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blocktune.h"
 #include "configio.h"
 #include "gpu.h"
 #include "harness.h"
+#include "jit.h"
 #include "util.h"
 
 /* vals: the first nvals of the family's parameters; the rest (optional ones) take their defaults. */
@@ -419,6 +421,106 @@ out:
     if (ref)
         g.cu.cuMemFree(ref);
     bt_problem_free(&g, &p);
+    blocktune_close(bt);
+    bt_jit_close(jit);
+    bt_gpu_close(&g);
+}
+
+/* Replaces the cache entry of (f, cand) by one that reads as a hit (its sidecar names the hash
+ * of what is there) but holds no kernel, so that loading it fails; its path into path. */
+static int plant_broken_kernel(bt_t *t, bt_jit *jit, const bt_family *f, const bt_cand *cand, const bt_variant *v,
+                               char path[4096])
+{
+    static const char junk[] = "// not a kernel: planted by the test\n";
+    char *src = bt_jit_source(f, cand, v, NULL), meta[4200], sum[65], text[256];
+    bt_jit_job job = {.name = "planted", .source = src};
+    bt_err err = {{0}};
+    bt_sha256 sha;
+    int rc = -1;
+    if (bt_jit_run(jit, &job, 1, 1, NULL, NULL, &err) || job.status == BT_JIT_FAILED) {
+        bt_check_fail(t, __FILE__, __LINE__, "compiling %s: %s", f->name, job.log ? job.log : err.msg);
+        goto out;
+    }
+    bt_sha256_init(&sha);
+    bt_sha256_update(&sha, junk, strlen(junk));
+    bt_sha256_hex(&sha, sum);
+    snprintf(path, 4096, "%s", job.path);
+    snprintf(meta, sizeof meta, "%.*s.meta", (int)(strlen(job.path) - strlen(".cubin")), job.path);
+    snprintf(text, sizeof text, "regs 1\nspill_bytes 0\ncubin_sha256 %s\n", sum);
+    if (bt_write_file_atomic(path, junk, strlen(junk), &err) || bt_write_file_atomic(meta, text, strlen(text), &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(src);
+    bt_jit_job_clear(&job);
+    return rc;
+}
+
+/* A config entry whose kernel fails to load is remembered: the call runs the next choice (the
+ * heuristic) and gets the right C, describe names the entry and why it failed, and the kernel
+ * is not tried again. When every kernel fails, the call fails in one line, every time. */
+TEST(gpu_library_failed_kernel_falls_back)
+{
+    bt_gpu g;
+    bt_jit *jit;
+    bt_err err = {{0}};
+    char dir[4200], cache[4200], msg[512], again[512], broken[4096];
+    blocktune *bt = NULL;
+    const long N = 7168, K = 2304;
+    const int cfg[] = {16, 64, 128, 1, 4, 3};
+    bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    /* Its own cache: the broken entries must not reach the other tests. */
+    snprintf(cache, sizeof cache, "%s/failcache", bt_test_tmpdir());
+    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+        SKIP("%s", err.msg);
+    snprintf(dir, sizeof dir, "%s/failconfigs", bt_test_tmpdir());
+    CHECK(bt_mkdirs(dir, &err) == 0);
+    write_config(t, dir, &bt_family_classic, g.info.name, N, K, 16, cfg, 6);
+    bt_cand cand = {{0}};
+    memcpy(cand.v, cfg, sizeof cfg);
+    if (plant_broken_kernel(t, jit, &bt_family_classic, &cand, &v, broken))
+        goto out;
+    blocktune_options opt = {.config_dir = dir, .cache_dir = cache};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    blocktune_gemm_args shape = {0, 0, 0, 0, 0, 20, N, K, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    CHECK(blocktune_describe(bt, &shape, msg, sizeof msg) == 0);
+    CHECK_CONTAINS(msg, "classic BLOCK_SIZE_M=16 BLOCK_SIZE_N=64"); /* (not tried yet) */
+    if (blocktune_prepare(bt, &shape, (long[]){20}, 1, msg, sizeof msg))
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_prepare: %s", msg);
+    check_gemm(t, &g, bt, 20, N, K, BT_OUT_BF16, "(built-in heuristic), instead of classic BLOCK_SIZE_M=16 BLOCK_SIZE_N=64");
+    CHECK(blocktune_describe(bt, &shape, msg, sizeof msg) == 0);
+    CHECK_CONTAINS(msg, "batch 16), which failed: ");
+    CHECK(strchr(msg, '\n') == NULL);
+    /* Gone from the cache, the broken kernel would be compiled again if it were tried again. */
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%.*s.meta", (int)(strlen(broken) - strlen(".cubin")), broken);
+    CHECK(unlink(broken) == 0 && unlink(meta) == 0);
+    check_gemm(t, &g, bt, 20, N, K, BT_OUT_BF16, "which failed: ");
+    CHECK(access(broken, F_OK) != 0);
+
+    /* Every kernel of another shape broken: the heuristics' (native, where it runs, then classic). */
+    const long M2 = 8, N2 = 1024, K2 = 512;
+    const bt_family *fams[] = {&bt_family_native, &bt_family_classic};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        bt_cand h;
+        fams[i]->fallback(M2, N2, K2, &v, &g.target, &h);
+        if (fams[i]->check(&h, &v, &g.target, NULL, 0) == BT_REJ_NONE &&
+            plant_broken_kernel(t, jit, fams[i], &h, &v, broken))
+            goto out;
+    }
+    blocktune_gemm_args none = {0, 0, 0, 0, 0, M2, N2, K2, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    CHECK(blocktune_gemm(bt, &none, g.stream, msg, sizeof msg) == -1);
+    CHECK(msg[0] != '\0' && strchr(msg, '\n') == NULL);
+    CHECK(blocktune_gemm(bt, &none, g.stream, again, sizeof again) == -1);
+    CHECK_STREQ(again, msg);
+    CHECK(blocktune_describe(bt, &none, again, sizeof again) == -1);
+    CHECK_STREQ(again, msg);
+out:
     blocktune_close(bt);
     bt_jit_close(jit);
     bt_gpu_close(&g);

@@ -25,15 +25,16 @@ typedef struct {
     bt_cand cand;
     bt_variant v;
     bt_kernel k;
+    char *failed; /* why it failed to compile or load (k unused), or NULL */
 } loaded;
 
 struct blocktune {
     bt_gpu gpu;
     bt_jit *jit;
     char *config_dir;
-    shape_cfg *cfgs;
+    shape_cfg **cfgs; /* each its own allocation: a choice keeps its name while more are read */
     int ncfgs;
-    loaded *kernels;
+    loaded *kernels; /* and those that failed, passed over from then on */
     int nkernels;
     int pdl; /* blocktune_options.pdl */
 };
@@ -98,11 +99,15 @@ void blocktune_close(blocktune *bt)
         return;
     /* (Failing, the unloads fail the same way; there is nowhere to report either.) */
     int pushed = enter_ctx(bt, NULL);
-    for (int i = 0; i < bt->nkernels; i++)
+    for (int i = 0; i < bt->nkernels; i++) {
         bt_kernel_unload(&bt->gpu, &bt->kernels[i].k);
+        free(bt->kernels[i].failed);
+    }
     leave_ctx(bt, pushed);
-    for (int i = 0; i < bt->ncfgs; i++)
-        bt_config_free(&bt->cfgs[i].cfg);
+    for (int i = 0; i < bt->ncfgs; i++) {
+        bt_config_free(&bt->cfgs[i]->cfg);
+        free(bt->cfgs[i]);
+    }
     free(bt->kernels);
     free(bt->cfgs);
     free(bt->config_dir);
@@ -135,13 +140,12 @@ static int check_call(const blocktune_gemm_args *g, long M, bt_variant *v, bt_er
 static const shape_cfg *config_for(blocktune *bt, const bt_family *f, long N, long K, const bt_variant *v)
 {
     for (int i = 0; i < bt->ncfgs; i++) {
-        shape_cfg *s = &bt->cfgs[i];
+        shape_cfg *s = bt->cfgs[i];
         if (s->fam == f && s->N == N && s->K == K && memcmp(&s->v, v, sizeof *v) == 0)
             return s;
     }
     bt->cfgs = bt_xrealloc(bt->cfgs, sizeof *bt->cfgs * (size_t)(bt->ncfgs + 1));
-    shape_cfg *s = &bt->cfgs[bt->ncfgs++];
-    memset(s, 0, sizeof *s);
+    shape_cfg *s = bt->cfgs[bt->ncfgs++] = bt_xcalloc(1, sizeof *s);
     s->fam = f, s->N = N, s->K = K, s->v = *v;
     if (!bt->config_dir)
         return s;
@@ -170,10 +174,48 @@ typedef struct {
      * does), to say why nothing can. */
     bt_reject rej;
     char why[256];
+    /* The first choice passed over because its kernel failed to compile or load (no family:
+     * none was), for describe; and the last such failure, why nothing runs when all failed. */
+    struct {
+        const bt_family *fam;
+        bt_cand cand;
+        const char *source;
+        long batch;
+        const char *why;
+    } failed;
+    const char *last_failure;
 } choice;
 
+/* The kernel of (f, cand, v) in the handle's list, loaded or failed; NULL when never tried. */
+static loaded *find_kernel(blocktune *bt, const bt_family *f, const bt_cand *cand, const bt_variant *v)
+{
+    for (int i = 0; i < bt->nkernels; i++) {
+        loaded *l = &bt->kernels[i];
+        if (l->fam == f && memcmp(&l->cand, cand, sizeof *cand) == 0 && memcmp(&l->v, v, sizeof *v) == 0)
+            return l;
+    }
+    return NULL;
+}
+
+/* Whether the kernel of a choice failed before, noting it in c: choose passes over it rather than
+ * compile it again on every call. */
+static int failed_before(blocktune *bt, const bt_family *f, const bt_cand *cand, const char *source, long batch,
+                         const bt_variant *v, choice *c)
+{
+    const loaded *l = find_kernel(bt, f, cand, v);
+    if (!l || !l->failed)
+        return 0;
+    if (!c->failed.fam) {
+        c->failed.fam = f, c->failed.cand = *cand, c->failed.source = source, c->failed.batch = batch;
+        c->failed.why = l->failed;
+    }
+    c->last_failure = l->failed;
+    return 1;
+}
+
 /* Native config for the shape if there is one, else classic, else the heuristic: the native
- * family's on targets it runs on, the classic family's (SGLang's default config) elsewhere. */
+ * family's on targets it runs on, the classic family's (SGLang's default config) elsewhere. A
+ * kernel that failed to compile or load is passed over for the next of these. */
 static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, choice *c)
 {
     const bt_family *order[] = {bt_family_find("native"), &bt_family_classic};
@@ -183,7 +225,8 @@ static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, c
             continue;
         const shape_cfg *s = config_for(bt, order[i], N, K, v);
         const bt_config_entry *e = bt_config_nearest(&s->cfg, M);
-        if (e && order[i]->check(&e->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE) {
+        if (e && order[i]->check(&e->cand, v, &bt->gpu.target, NULL, 0) == BT_REJ_NONE &&
+            !failed_before(bt, order[i], &e->cand, s->name, e->batch, v, c)) {
             c->fam = order[i], c->cand = e->cand, c->source = s->name, c->batch = e->batch;
             return;
         }
@@ -193,16 +236,19 @@ static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, c
             continue;
         order[i]->fallback(M, N, K, v, &bt->gpu.target, &c->cand);
         c->rej = order[i]->check(&c->cand, v, &bt->gpu.target, c->why, sizeof c->why);
-        if (c->rej == BT_REJ_NONE) {
+        if (c->rej == BT_REJ_NONE && !failed_before(bt, order[i], &c->cand, NULL, 0, v, c)) {
             c->fam = order[i];
             return;
         }
     }
 }
 
-/* Why choose found nothing: a quantization block no kernel takes, or types the GPU lacks. */
+/* Why choose found nothing: every kernel it could run failed (the last, the heuristic's, says
+ * why), a quantization block no kernel takes, or types the GPU lacks. */
 static int no_kernel(const blocktune *bt, const bt_variant *v, const choice *c, bt_err *e)
 {
+    if (c->last_failure)
+        return bt_fail(e, "%s", c->last_failure);
     if (c->rej == BT_REJ_SHAPE)
         return bt_fail(e, "no kernel supports the quantization block shape [%d, %d] (block_n, block_k): %s",
                        v->block_n, v->block_k, c->why);
@@ -211,20 +257,17 @@ static int no_kernel(const blocktune *bt, const bt_variant *v, const choice *c, 
 
 static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_err *e)
 {
-    for (int i = 0; i < bt->nkernels; i++) {
-        loaded *l = &bt->kernels[i];
-        if (l->fam == c->fam && memcmp(&l->cand, &c->cand, sizeof c->cand) == 0 &&
-            memcmp(&l->v, v, sizeof *v) == 0)
-            return &l->k;
-    }
     if (!c->fam) {
         no_kernel(bt, v, c, e);
         return NULL;
     }
+    loaded *l = find_kernel(bt, c->fam, &c->cand, v);
+    if (l) /* (a loaded one: choose passes over those that failed) */
+        return &l->k;
     char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
     bt_jit_job job = {.name = "kernel", .source = src};
     bt_kernel k;
-    bt_kernel *res = NULL;
+    int ok = 0;
     if (bt_jit_run(bt->jit, &job, 1, 1, NULL, NULL, e))
         goto out;
     if (job.status == BT_JIT_FAILED) {
@@ -235,15 +278,34 @@ static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v
     }
     if (bt_read_file(job.path, &cubin, NULL, e) || bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e))
         goto out;
-    bt->kernels = bt_xrealloc(bt->kernels, sizeof *bt->kernels * (size_t)(bt->nkernels + 1));
-    loaded *l = &bt->kernels[bt->nkernels++];
-    l->fam = c->fam, l->cand = c->cand, l->v = *v, l->k = k;
-    res = &l->k;
+    ok = 1;
 out:
+    /* A failure is kept as well, so that it is neither compiled nor loaded again. */
+    bt->kernels = bt_xrealloc(bt->kernels, sizeof *bt->kernels * (size_t)(bt->nkernels + 1));
+    l = &bt->kernels[bt->nkernels++];
+    memset(l, 0, sizeof *l);
+    l->fam = c->fam, l->cand = c->cand, l->v = *v;
+    if (ok)
+        l->k = k;
+    else
+        l->failed = bt_strdup(e->msg);
     free(cubin);
     free(src);
     bt_jit_job_clear(&job);
-    return res;
+    return ok ? &l->k : NULL;
+}
+
+/* The kernel a call of M rows runs: the one choose picks, or when it fails to compile or load,
+ * the next choice's (the failure is kept, so choose passes over it and this ends). */
+static bt_kernel *dispatch(blocktune *bt, long M, long N, long K, const bt_variant *v, bt_err *e)
+{
+    choice c;
+    bt_kernel *k;
+    do {
+        choose(bt, M, N, K, v, &c);
+        k = kernel_for(bt, &c, v, e);
+    } while (!k && c.fam);
+    return k;
 }
 
 int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM, char *err,
@@ -270,12 +332,9 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
         return fail(err, errlen, &e);
-    for (int i = 0; i < nM; i++) {
-        choice c;
-        choose(bt, Ms[i], shape->N, shape->K, &v, &c);
-        if (!kernel_for(bt, &c, &v, &e))
+    for (int i = 0; i < nM; i++)
+        if (!dispatch(bt, Ms[i], shape->N, shape->K, &v, &e))
             goto out;
-    }
     rc = 0;
 out:
     leave_ctx(bt, pushed);
@@ -286,7 +345,6 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
 {
     bt_err e = {{0}};
     bt_variant v;
-    choice c;
     if (!g) {
         bt_fail(&e, "the arguments are NULL");
         return fail(err, errlen, &e);
@@ -301,11 +359,22 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
         return fail(err, errlen, &e);
-    choose(bt, g->M, g->N, g->K, &v, &c);
-    bt_kernel *k = kernel_for(bt, &c, &v, &e);
+    bt_kernel *k = dispatch(bt, g->M, g->N, g->K, &v, &e);
     rc = !k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e) ? -1 : 0;
     leave_ctx(bt, pushed);
     return rc ? fail(err, errlen, &e) : 0;
+}
+
+/* "classic BLOCK_SIZE_M=64 ... (config NAME, batch 64)", or "(built-in heuristic)" for none. */
+static void describe_choice(const bt_family *f, const bt_cand *cand, const char *source, long batch, char *buf,
+                            size_t n)
+{
+    char desc[256];
+    bt_cand_format(f, cand, desc, sizeof desc);
+    if (source)
+        snprintf(buf, n, "%s %s (config %s, batch %ld)", f->name, desc, source, batch);
+    else
+        snprintf(buf, n, "%s %s (built-in heuristic)", f->name, desc);
 }
 
 int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, size_t n)
@@ -330,11 +399,13 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
         no_kernel(bt, &v, &c, &e);
         return fail(buf, n, &e);
     }
-    char desc[256];
-    bt_cand_format(c.fam, &c.cand, desc, sizeof desc);
-    if (c.source)
-        snprintf(buf, n, "%s %s (config %s, batch %ld)", c.fam->name, desc, c.source, c.batch);
-    else
-        snprintf(buf, n, "%s %s (built-in heuristic)", c.fam->name, desc);
+    char runs[1400], failed[1400];
+    describe_choice(c.fam, &c.cand, c.source, c.batch, runs, sizeof runs);
+    if (c.failed.fam) {
+        describe_choice(c.failed.fam, &c.failed.cand, c.failed.source, c.failed.batch, failed, sizeof failed);
+        snprintf(buf, n, "%s, instead of %s, which failed: %s", runs, failed, c.failed.why);
+    } else {
+        snprintf(buf, n, "%s", runs);
+    }
     return 0;
 }
