@@ -49,9 +49,12 @@ static int fail(char *err, size_t n, const bt_err *e)
 /* The modules live in the handle's context, which the calling thread may not have current (a
  * thread of its own has none): a call that loads, launches or unloads pushes it for its
  * duration when another or none is current. Returns 1 when pushed (leave_ctx pops it), 0 when
- * it already was current (one query: the common case, on every launch), -1 on failure. */
+ * it already was current (one query: the common case, on every launch), -1 on failure (a NULL
+ * handle too). */
 static int enter_ctx(blocktune *bt, bt_err *e)
 {
+    if (!bt)
+        return bt_fail(e, "the handle is NULL");
     CUcontext cur = NULL;
     CUresult r = bt->gpu.cu.cuCtxGetCurrent(&cur);
     if (r != CUDA_SUCCESS)
@@ -325,10 +328,6 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
     for (int i = 0; i < nM; i++)
         if (check_call(shape, Ms[i], &v, &e))
             return fail(err, errlen, &e);
-    if (!bt) {
-        bt_fail(&e, "the handle is NULL");
-        return fail(err, errlen, &e);
-    }
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
         return fail(err, errlen, &e);
@@ -352,10 +351,6 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
     bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, g->M, g->N, g->K};
     if (to_variant(g, &v, &e) || bt_gemm_check(&a, &e))
         return fail(err, errlen, &e);
-    if (!bt) {
-        bt_fail(&e, "the handle is NULL");
-        return fail(err, errlen, &e);
-    }
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
         return fail(err, errlen, &e);
