@@ -133,10 +133,10 @@ static int to_variant(const blocktune_gemm_args *g, bt_variant *v, bt_err *e)
 
 /* What blocktune_gemm refuses for a call of M rows, refused as well before a kernel is chosen
  * or compiled for it. */
-static int check_call(const blocktune_gemm_args *g, long M, bt_variant *v, bt_err *e)
+static int check_call(const blocktune_gemm_args *g, long M, bt_variant *v, bt_gemm_args *a, bt_err *e)
 {
-    bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, M, g->N, g->K};
-    return to_variant(g, v, e) || bt_gemm_check(&a, e) ? -1 : 0;
+    *a = (bt_gemm_args){g->A, g->B, g->As, g->Bs, g->C, M, g->N, g->K};
+    return to_variant(g, v, e) || bt_gemm_check(a, e) ? -1 : 0;
 }
 
 /* The config file of a family for (N, K, types) in the config directory, read once. */
@@ -187,6 +187,7 @@ typedef struct {
         const char *why;
     } failed;
     const char *last_failure;
+    loaded *have; /* the chosen kernel's entry in the handle's list (loaded), or NULL: not yet */
 } choice;
 
 /* The kernel of (f, cand, v) in the handle's list, loaded or failed; NULL when never tried. */
@@ -201,13 +202,15 @@ static loaded *find_kernel(blocktune *bt, const bt_family *f, const bt_cand *can
 }
 
 /* Whether the kernel of a choice failed before, noting it in c: choose passes over it rather than
- * compile it again on every call. */
+ * compile it again on every call. Otherwise c keeps its entry, loaded or NULL, for kernel_for. */
 static int failed_before(blocktune *bt, const bt_family *f, const bt_cand *cand, const char *source, long batch,
                          const bt_variant *v, choice *c)
 {
-    const loaded *l = find_kernel(bt, f, cand, v);
+    loaded *l = find_kernel(bt, f, cand, v);
+    c->have = l;
     if (!l || !l->failed)
         return 0;
+    c->have = NULL;
     if (!c->failed.fam) {
         c->failed.fam = f, c->failed.cand = *cand, c->failed.source = source, c->failed.batch = batch;
         c->failed.why = l->failed;
@@ -264,9 +267,9 @@ static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v
         no_kernel(bt, v, c, e);
         return NULL;
     }
-    loaded *l = find_kernel(bt, c->fam, &c->cand, v);
-    if (l) /* (a loaded one: choose passes over those that failed) */
-        return &l->k;
+    if (c->have) /* (a loaded one: choose passes over those that failed) */
+        return &c->have->k;
+    loaded *l;
     char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
     bt_jit_job job = {.name = "kernel", .source = src};
     bt_kernel k;
@@ -325,8 +328,9 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
         return fail(err, errlen, &e);
     }
     /* Every M before any compile, so a bad one compiles nothing. */
+    bt_gemm_args a;
     for (int i = 0; i < nM; i++)
-        if (check_call(shape, Ms[i], &v, &e))
+        if (check_call(shape, Ms[i], &v, &a, &e))
             return fail(err, errlen, &e);
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
@@ -348,8 +352,8 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
         bt_fail(&e, "the arguments are NULL");
         return fail(err, errlen, &e);
     }
-    bt_gemm_args a = {g->A, g->B, g->As, g->Bs, g->C, g->M, g->N, g->K};
-    if (to_variant(g, &v, &e) || bt_gemm_check(&a, &e))
+    bt_gemm_args a;
+    if (check_call(g, g->M, &v, &a, &e))
         return fail(err, errlen, &e);
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
@@ -383,7 +387,8 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
         bt_fail(&e, "the arguments are NULL");
         return fail(buf, n, &e);
     }
-    if (check_call(g, g->M, &v, &e))
+    bt_gemm_args a;
+    if (check_call(g, g->M, &v, &a, &e))
         return fail(buf, n, &e);
     if (!bt) {
         bt_fail(&e, "the handle is NULL");
