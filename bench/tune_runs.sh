@@ -8,7 +8,8 @@
 # classic10:N:K: the same space at the native files' 10 batch sizes, 126-220 s a shape on an H200;
 # the H200 classic configs shipped. full7-int8:N:K: full7 on INT8 inputs, the H100's int8_w8a8
 # classic configs shipped. classic4w:N:K and classic4w-int8:N:K: FP8 or INT8 at 512, 2048 and 4096
-# with num_warps 4 only (bench/spaces/classic_4warps.yaml), the large-M entries of the H100 files.)
+# with num_warps 4 only (bench/spaces/classic_4warps.yaml), the large-M entries of the shipped files;
+# BATCH_SIZES=256,1024,3072 (say) runs them at other batch sizes instead.)
 # (native-tp8 with the native space, 750 candidates runnable for FP8 at its 10 batch sizes, takes about 25 minutes
 # on an H100: 65-107 s a shape at 7 batch sizes, about 32 s more for 256, 1024 and 3072; native:N:K
 # tunes one shape into the same directory, so the 13 shapes can be split across calls;
@@ -34,7 +35,7 @@ for run in "$@"; do
     classic4w|classic4w-int8)
         in=fp8; [ "$kind" = classic4w-int8 ] && in=int8
         build/tune --N "$N" --K "$K" --input-type $in --space bench/spaces/classic_4warps.yaml \
-            --batch-sizes 512,2048,4096 --out-dir /tmp/configs --cache-dir $cache --resume ;;
+            --batch-sizes "${BATCH_SIZES:-512,2048,4096}" --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native) build/tune --family native --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-int8) build/tune --family native --input-type int8 --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs \
