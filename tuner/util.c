@@ -281,7 +281,11 @@ int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err)
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long v;
         if (bt_parse_long(tok, 1, max, &v)) {
-            bt_fail(err, "'%s' is not a positive integer (at most %ld)", tok, max);
+            /* digits only, so not a number at all or beyond max (strtol's ERANGE included) */
+            if (strspn(tok, "0123456789") == strlen(tok) && strspn(tok, "0") != strlen(tok))
+                bt_fail(err, "'%s' is too large (at most %ld)", tok, max);
+            else
+                bt_fail(err, "'%s' is not a positive integer (at most %ld)", tok, max);
             goto out;
         }
         vals[cnt++] = v;
