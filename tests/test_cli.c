@@ -89,6 +89,8 @@ static const struct {
     {{"--dry-run", "--resume"}, "--resume cannot be combined with --dry-run, which measures nothing"},
     {{"-h=1"}, "--help takes no value"},
     {{"--top", "3", "--dry-run"}, "--top cannot be combined with --dry-run, which measures nothing"},
+    {{"--family", "native", "--pdl", "--dry-run"},
+     "--pdl cannot be combined with --dry-run, which measures nothing"},
     {{"--arch", "sm_75"},
      "--arch: unknown architecture 'sm_75' (known: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, "
      "sm_120)"},

@@ -334,7 +334,7 @@ static int check_combination(bt_options *o, const int *seen, bt_err *err)
     if (seen[F_N] && seen[F_MODEL])
         return bt_fail(err, "--N/--K cannot be combined with --model");
     /* A dry run compiles and counts: flags about measuring would be silently ignored. */
-    static const flag_id measuring[] = {F_RESUME, F_TOP, F_TIMEOUT, F_REST, F_INJECT};
+    static const flag_id measuring[] = {F_RESUME, F_TOP, F_TIMEOUT, F_REST, F_PDL, F_INJECT};
     for (size_t i = 0; seen[F_DRY_RUN] && i < sizeof measuring / sizeof measuring[0]; i++)
         if (seen[measuring[i]])
             return bt_fail(err, "%s cannot be combined with --dry-run, which measures nothing", flags[measuring[i]].name);
