@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cuda.h"
@@ -336,4 +337,28 @@ TEST(gpu_tune_without_a_runnable_default)
     CHECK_CONTAINS(out, "wrote ");
     CHECK(!strstr(out, "skipped"));
     free(out);
+}
+
+/* Output that cannot be written is a failure, named on stderr: `tune --help > /dev/full` used to
+ * exit 0. */
+TEST(tune_help_to_a_full_stdout_fails)
+{
+    if (access("/dev/full", W_OK) != 0)
+        SKIP("no /dev/full");
+    char err_path[4200], cmd[12800];
+    snprintf(err_path, sizeof err_path, "%s/full-stdout.err", bt_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' --help > /dev/full 2> '%s'", bt_test_tune(), err_path);
+    int status = system(cmd);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    char line[512] = "";
+    FILE *f = fopen(err_path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        CHECK(fgetc(f) == EOF); /* one line */
+        fclose(f);
+    }
+    CHECK_STREQ(line, "tune: cannot write to standard output: No space left on device\n");
+    unlink(err_path);
 }

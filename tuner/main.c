@@ -1,5 +1,6 @@
 /* tune: the blocktune command. Parses flags, then either serves as the GPU worker (hidden
  * --worker) or runs the tuning; usage errors exit 2, failures 1, Ctrl-C 130. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,17 @@ static void on_sigint(int sig)
     stop_requested = 1;
 }
 
+/* What went to standard output (the help, the tables) must have arrived: a full disk or a closed
+ * pipe turns an exit code of 0 into 1, with one line on stderr. */
+static int flush_stdout(int code)
+{
+    int e = fflush(stdout) == 0 ? 0 : errno;
+    if (!e && !ferror(stdout))
+        return code;
+    fprintf(stderr, "tune: cannot write to standard output: %s\n", e ? strerror(e) : "write error");
+    return code == BT_EXIT_OK ? BT_EXIT_FAIL : code;
+}
+
 int main(int argc, char **argv)
 {
     bt_options o;
@@ -30,7 +42,7 @@ int main(int argc, char **argv)
         return BT_EXIT_USAGE;
     }
     if (r > 0)
-        return BT_EXIT_OK;
+        return flush_stdout(BT_EXIT_OK);
     if (o.worker) {
         int code = bt_worker_main(o.device, o.cache_dir);
         bt_options_free(&o);
@@ -46,5 +58,5 @@ int main(int argc, char **argv)
     if (code != BT_EXIT_OK)
         fprintf(stderr, "tune: %s\n", err.msg);
     bt_options_free(&o);
-    return code;
+    return flush_stdout(code);
 }
