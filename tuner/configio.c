@@ -37,14 +37,6 @@ void bt_config_free(bt_config *c)
     c->n = 0;
 }
 
-static int find_batch(const bt_config *c, long batch)
-{
-    for (int i = 0; i < c->n; i++)
-        if (c->e[i].batch == batch)
-            return i;
-    return -1;
-}
-
 void bt_config_set(bt_config *c, long batch, const bt_cand *cand)
 {
     int i = 0;
@@ -158,11 +150,28 @@ static int read_entry(const char *path, const cJSON *entry, const bt_family *f, 
     return 0;
 }
 
+/* An entry read, with its place in the file (for which of two equal batch sizes to name). */
+typedef struct {
+    bt_config_entry e;
+    int pos;
+    const char *key;
+} read_entry_pos;
+
+static int cmp_entry_pos(const void *a, const void *b)
+{
+    const read_entry_pos *x = a, *y = b;
+    if (x->e.batch != y->e.batch)
+        return x->e.batch < y->e.batch ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Entries are collected and sorted once, not inserted one by one: a file of many entries (up
+ * to BT_READ_MAX) reads in O(n log n), not O(n^2). */
 int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err *err)
 {
-    int rc = -1;
+    int rc = -1, n = 0, cap = 0;
     cJSON *root = NULL;
-    bt_config c = {0};
+    read_entry_pos *v = NULL;
     if (!(root = bt_json_read(path, err)))
         return -1;
     if (!cJSON_IsObject(root)) {
@@ -178,19 +187,30 @@ int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err 
                     entry->string);
             goto out;
         }
-        if (find_batch(&c, batch) >= 0) {
-            bt_fail(err, "%s: \"%s\": batch size %ld appears twice", path, entry->string, batch);
-            goto out;
-        }
         if (read_entry(path, entry, f, &cand, err))
             goto out;
-        bt_config_set(&c, batch, &cand);
+        if (n == cap)
+            v = bt_xrealloc(v, sizeof *v * (size_t)(cap = cap ? cap * 2 : 16));
+        v[n] = (read_entry_pos){{batch, cand}, n, entry->string};
+        n++;
     }
-    *out = c;
-    c = (bt_config){0};
+    qsort(v, (size_t)n, sizeof *v, cmp_entry_pos);
+    /* Of batch sizes that appear twice, name the repeat that comes first in the file. */
+    const read_entry_pos *dup = NULL;
+    for (int i = 1; i < n; i++)
+        if (v[i].e.batch == v[i - 1].e.batch && (i < 2 || v[i - 2].e.batch != v[i].e.batch) && (!dup || v[i].pos < dup->pos))
+            dup = &v[i];
+    if (dup) {
+        bt_fail(err, "%s: \"%s\": batch size %ld appears twice", path, dup->key, dup->e.batch);
+        goto out;
+    }
+    out->e = n ? bt_xmalloc(sizeof *out->e * (size_t)n) : NULL;
+    out->n = n;
+    for (int i = 0; i < n; i++)
+        out->e[i] = v[i].e;
     rc = 0;
 out:
-    bt_config_free(&c);
+    free(v);
     cJSON_Delete(root);
     return rc;
 }
