@@ -528,6 +528,46 @@ TEST(configio_sidecar_append_keeps_a_foreign_file)
     free(after);
 }
 
+/* A NUL byte ends the text cJSON parses: a config with one read as the part before it, and a
+ * sidecar with one lost everything after it when a run appended to it. Both are refused, naming
+ * the byte's line and column, and the sidecar is left as it is. */
+TEST(configio_nul_byte_is_refused)
+{
+    const char *dir = scratch_dir("nul");
+    char path[4200], side[4300], expect[4400];
+    static const char config[] = "{\"16\": {\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 128, \"BLOCK_SIZE_K\": 128, "
+                                 "\"GROUP_SIZE_M\": 32, \"num_warps\": 4, \"num_stages\": 3}}\n\0{\"junk\"";
+    static const char sidecar[] = "{\"runs\": []}\n\0{\"mine\": 1}\n";
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    CHECK_EQ(bt_sidecar_path(side, sizeof side, path), 0);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(config, 1, sizeof config - 1, f);
+        fclose(f);
+    }
+    f = fopen(side, "wb");
+    if (f) {
+        fwrite(sidecar, 1, sizeof sidecar - 1, f);
+        fclose(f);
+    }
+    bt_config c = {0};
+    bt_err err = {{0}};
+    CHECK_EQ(bt_config_read(path, classic, &c, &err), -1);
+    CHECK_EQ(c.n, 0);
+    snprintf(expect, sizeof expect, "%s:2:1: not valid JSON (a NUL byte)", path);
+    CHECK_STREQ(err.msg, expect);
+
+    CHECK_EQ(bt_sidecar_append(path, cJSON_CreateObject(), &err), -1);
+    snprintf(expect, sizeof expect, "%s:2:1: not valid JSON (a NUL byte) (existing file left as is)", side);
+    CHECK_STREQ(err.msg, expect);
+    char *after = NULL;
+    size_t len = 0;
+    CHECK_EQ(bt_read_file(side, &after, &len, &err), 0);
+    CHECK_EQ(len, sizeof sidecar - 1);
+    CHECK(after && memcmp(after, sidecar, sizeof sidecar - 1) == 0);
+    free(after);
+}
+
 TEST(configio_nearest_batch_ties_to_smaller)
 {
     /* SGLang's default batch sizes; expectations from min(keys, key=lambda x: abs(x - M)). */

@@ -76,21 +76,38 @@ int bt_sidecar_path(char *buf, size_t n, const char *config_path)
 
 /* ---- reading ---- */
 
+/* The 1-based line and column of end in text. */
+static void line_col(const char *text, const char *end, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (const char *p = text; end && p < end && *p; p++) {
+        if (*p == '\n')
+            ++*line, *col = 1;
+        else
+            ++*col;
+    }
+}
+
 struct cJSON *bt_json_read(const char *path, bt_err *err)
 {
     char *text = NULL;
-    if (bt_read_file(path, &text, NULL, err))
+    size_t len;
+    int line, col;
+    if (bt_read_file(path, &text, &len, err))
         return NULL;
+    /* cJSON stops at a NUL byte: what follows one would be dropped unread (and unwritten, by a
+     * merge that writes the file back). */
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        line_col(text, nul, &line, &col);
+        bt_fail(err, "%s:%d:%d: not valid JSON (a NUL byte)", path, line, col);
+        free(text);
+        return NULL;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
-        int line = 1, col = 1;
-        for (const char *p = text; end && p < end && *p; p++) {
-            if (*p == '\n')
-                line++, col = 1;
-            else
-                col++;
-        }
+        line_col(text, end, &line, &col);
         bt_fail(err, "%s:%d:%d: not valid JSON", path, line, col);
     }
     free(text);
