@@ -220,6 +220,11 @@ TEST(configio_read_errors_name_file_and_key)
         {"{\"abc\": {}}", ": \"abc\": a key must be a batch size (a positive integer)"},
         {"{\"0\": {}}", ": \"0\": a key must be a batch size (a positive integer)"},
         {"{\"-4\": {}}", ": \"-4\": a key must be a batch size (a positive integer)"},
+        /* keys quoted as JSON strings, so that the message stays one line */
+        {"{\"1\\n6\": {}}", ": \"1\\n6\": a key must be a batch size (a positive integer)"},
+        {"{\"\\\"\\t\": {}}", ": \"\\\"\\t\": a key must be a batch size (a positive integer)"},
+        {"{\"16\": {\"BLOCK_SIZE_M\\r\\n\": 64}}",
+         ": \"16\": unexpected key \"BLOCK_SIZE_M\\r\\n\" (not a classic kernel parameter)"},
         {"{\"16\": 5}", ": \"16\": expected an object of classic kernel parameters"},
         {"{\"16\": {\"BLOCK_SIZE_M\": 64, \"BLOCK_SIZE_N\": 128, \"BLOCK_SIZE_K\": 128, "
          "\"num_warps\": 4, \"num_stages\": 3}}",

@@ -125,6 +125,17 @@ static int parse_batch(const char *s, long *out)
     return bt_parse_long(s, 1, LONG_MAX, out);
 }
 
+/* A key the file holds as a JSON string, quotes included, \n, \t and \" escaped, so that one
+ * with a newline or another control character stays on the error's one line (cJSON_free it;
+ * NULL when out of memory). */
+static char *json_quote(const char *key)
+{
+    cJSON *s = cJSON_CreateString(key);
+    char *q = s ? cJSON_PrintUnformatted(s) : NULL;
+    cJSON_Delete(s);
+    return q;
+}
+
 static int read_entry(const char *path, const cJSON *entry, const bt_family *f, bt_cand *cand,
                       bt_err *err)
 {
@@ -137,9 +148,13 @@ static int read_entry(const char *path, const cJSON *entry, const bt_family *f, 
     const cJSON *p;
     cJSON_ArrayForEach(p, entry) {
         int i = bt_family_param_index(f, p->string);
-        if (i < 0)
-            return bt_fail(err, "%s: \"%s\": unexpected key \"%s\" (not a %s kernel parameter)",
-                           path, b, p->string, f->name);
+        if (i < 0) { /* (b is digits: parse_batch took it) */
+            char *q = json_quote(p->string);
+            bt_fail(err, "%s: \"%s\": unexpected key %s (not a %s kernel parameter)", path, b,
+                    q ? q : "\"?\"", f->name);
+            cJSON_free(q);
+            return -1;
+        }
         if (seen[i])
             return bt_fail(err, "%s: \"%s\": %s appears twice", path, b, p->string);
         double d = p->valuedouble;
@@ -200,8 +215,10 @@ int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err 
         long batch;
         bt_cand cand;
         if (parse_batch(entry->string, &batch)) {
-            bt_fail(err, "%s: \"%s\": a key must be a batch size (a positive integer)", path,
-                    entry->string);
+            char *q = json_quote(entry->string);
+            bt_fail(err, "%s: %s: a key must be a batch size (a positive integer)", path,
+                    q ? q : "\"?\"");
+            cJSON_free(q);
             goto out;
         }
         if (read_entry(path, entry, f, &cand, err))
