@@ -229,10 +229,11 @@ int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err 
         n++;
     }
     qsort(v, (size_t)n, sizeof *v, cmp_entry_pos);
-    /* Of batch sizes that appear twice, name the repeat that comes first in the file. */
+    /* Of batch sizes that appear twice, name the repeat that comes first in the file (equal
+     * batch sizes are sorted in file order, so each v[i] equal to v[i - 1] is a repeat). */
     const read_entry_pos *dup = NULL;
     for (int i = 1; i < n; i++)
-        if (v[i].e.batch == v[i - 1].e.batch && (i < 2 || v[i - 2].e.batch != v[i].e.batch) && (!dup || v[i].pos < dup->pos))
+        if (v[i].e.batch == v[i - 1].e.batch && (!dup || v[i].pos < dup->pos))
             dup = &v[i];
     if (dup) {
         bt_fail(err, "%s: \"%s\": batch size %ld appears twice", path, dup->key, dup->e.batch);
