@@ -452,6 +452,30 @@ TEST(searchspace_bad_syntax)
                  "11:1: top level: a second YAML document (a search space is one)");
 }
 
+/* libyaml takes time quadratic in the nesting: 100000 "[" took minutes. The load stops at the
+ * first level past 32, in well under a second. */
+TEST(searchspace_deep_nesting)
+{
+    enum { DEPTH = 100000 };
+    static char text[2 * DEPTH + 64];
+    char want[128];
+    int n = snprintf(text, sizeof text, "name: t\nbatch_sizes: ");
+    memset(text + n, '[', DEPTH);
+    memset(text + n + DEPTH, ']', DEPTH);
+    strcpy(text + n + 2 * DEPTH, "\n");
+    /* the root map is level 1, so the 32nd "[" is the 33rd level */
+    snprintf(want, sizeof want, "2:%d: YAML syntax: lists and maps nested more than 32 deep",
+             14 + 31);
+    expect_error(t, text, want);
+    /* block style and maps count too */
+    expect_error(t, "a:\n  b:\n    c:\n      - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - 1\n",
+                 "4:65: YAML syntax: lists and maps nested more than 32 deep");
+    /* 32 levels are still read: the message is then about the content */
+    expect_error(t, "a:\n  b:\n    c:\n      - - - - - - - - - - - - - - - - - - - - - - - - - - - - - 1\n",
+                 "1:1: a: unknown key (expected name, description, family, batch_sizes, parameters "
+                 "or constraints)");
+}
+
 TEST(searchspace_bad_document)
 {
     expect_error(t, "", "1:1: top level: the file is empty (expected a map with name, "

@@ -466,6 +466,44 @@ static int syntax_error(const char *path, const yaml_parser_t *p, const char *te
     return bt_fail(err, "%s:%zu:%zu: YAML syntax: %s", path, line, col, problem);
 }
 
+/* libyaml's scanner walks every open flow level on each token, so thousands of nested "[" take
+ * time quadratic in the depth; a search space needs 4 levels. Read the events first and stop at
+ * the first one nested too deep, before the scanner has gone far past it. */
+#define MAX_DEPTH 32
+
+static int check_events(const char *path, const char *text, size_t len, bt_err *err)
+{
+    int rc = -1, depth = 0;
+    yaml_parser_t p;
+    yaml_event_t ev;
+    if (!yaml_parser_initialize(&p))
+        return bt_fail(err, "%s: cannot initialize the YAML parser", path);
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    for (;;) {
+        if (!yaml_parser_parse(&p, &ev)) {
+            syntax_error(path, &p, text, err);
+            goto out;
+        }
+        yaml_event_type_t type = ev.type;
+        yaml_mark_t at = ev.start_mark;
+        yaml_event_delete(&ev);
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+        if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
+            depth--;
+        if ((type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
+            ++depth > MAX_DEPTH) {
+            bt_fail(err, "%s:%zu:%zu: YAML syntax: lists and maps nested more than %d deep", path,
+                    at.line + 1, at.column + 1, MAX_DEPTH);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int bt_space_load(const char *path, bt_space *out, bt_err *err)
 {
     int rc = -1, have_doc = 0;
@@ -477,6 +515,10 @@ int bt_space_load(const char *path, bt_space *out, bt_err *err)
     memset(&s, 0, sizeof s);
     if (bt_read_file(path, &text, &len, err))
         return -1;
+    if (check_events(path, text, len, err)) {
+        free(text);
+        return -1;
+    }
     if (!yaml_parser_initialize(&parser)) {
         free(text);
         return bt_fail(err, "%s: cannot initialize the YAML parser", path);
