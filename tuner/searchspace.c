@@ -468,7 +468,7 @@ static int syntax_error(const char *path, const yaml_parser_t *p, const char *te
 
 /* libyaml's scanner walks every open flow level on each token, so thousands of nested "[" take
  * time quadratic in the depth; a search space needs 4 levels. Read the events first and stop at
- * the first one nested too deep, before the scanner has gone far past it. */
+ * the first one nested too deep, before the scanner has gone far past it, or anchored. */
 #define MAX_DEPTH 32
 
 static int check_events(const char *path, const char *text, size_t len, bt_err *err)
@@ -486,7 +486,18 @@ static int check_events(const char *path, const char *text, size_t len, bt_err *
         }
         yaml_event_type_t type = ev.type;
         yaml_mark_t at = ev.start_mark;
+        int anchored = type == YAML_ALIAS_EVENT ||
+                       (type == YAML_SCALAR_EVENT && ev.data.scalar.anchor) ||
+                       (type == YAML_SEQUENCE_START_EVENT && ev.data.sequence_start.anchor) ||
+                       (type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.anchor);
         yaml_event_delete(&ev);
+        /* libyaml looks each alias up among all anchors (50000 of each took a minute), and an
+         * aliased node keeps only its anchor's position, so messages would point there */
+        if (anchored) {
+            bt_fail(err, "%s:%zu:%zu: YAML syntax: anchors and aliases (&name, *name) are not "
+                    "supported; write the values out", path, at.line + 1, at.column + 1);
+            goto out;
+        }
         if (type == YAML_STREAM_END_EVENT)
             break;
         if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
