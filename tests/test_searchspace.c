@@ -532,6 +532,13 @@ TEST(searchspace_bad_top_fields)
     expect_error(t, HEAD "description: {a: 1}\n" PARAMS,
                  "3:14: description: expected a non-empty string, found a map");
     expect_error(t, HEAD "family: turbo\n" PARAMS, "3:9: family: unknown family \"turbo\"");
+    /* the name is printed in a run's header: one line, no escape sequences */
+    expect_error(t, "name: |\n  a\n  b\nbatch_sizes: [1]\n" PARAMS,
+                 "1:7: name: \"a?b?\" has a line break or control character");
+    expect_error(t, "name: \"a\\e[2Jb\"\nbatch_sizes: [1]\n" PARAMS,
+                 "1:7: name: \"a?[2Jb\" has a line break or control character");
+    expect_error(t, HEAD "description: \"x\\ty\"\n" PARAMS,
+                 "3:14: description: \"x?y\" has a line break or control character");
     expect_error(t, HEAD "family: [classic]\n" PARAMS,
                  "3:9: family: expected a non-empty string, found a list");
 }

@@ -93,13 +93,20 @@ static const char *describe(const yaml_node_t *n, char buf[64])
     return buf;
 }
 
-/* A non-empty string, or NULL with err filled. */
+/* A non-empty string on one line, or NULL with err filled: the name is printed in a run's
+ * header, where a line break or an escape sequence would garble the output. */
 static const char *get_string(const ctx *c, const yaml_node_t *n, const char *field)
 {
-    char what[64];
+    char what[64], cl[48];
     if (n->type != YAML_SCALAR_NODE || is_null(n) || n->data.scalar.length == 0) {
         fail_at(c, n, field, "expected a non-empty string, found %s", describe(n, what));
         return NULL;
+    }
+    for (const char *p = scalar(n); *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fail_at(c, n, field, "\"%s\" has a line break or control character", clip(scalar(n), cl));
+            return NULL;
+        }
     }
     return scalar(n);
 }
