@@ -518,6 +518,17 @@ TEST(searchspace_anchors_and_aliases)
     expect_error(t, HEAD PARAMS "<<: *p\n", want);
 }
 
+/* "!!str 16" was read as the integer 16, though it is a string as "16" is. */
+TEST(searchspace_tags)
+{
+    expect_error(t, "name: t\nbatch_sizes: [!!str 16]\n" PARAMS,
+                 "2:15: YAML syntax: tags such as !!str are not supported");
+    expect_error(t, "name: !foo t\nbatch_sizes: [1]\n" PARAMS,
+                 "1:7: YAML syntax: tags such as !!str are not supported");
+    expect_error(t, HEAD "parameters: !!map\n  BLOCK_SIZE_M: [16]\n",
+                 "3:13: YAML syntax: tags such as !!str are not supported");
+}
+
 TEST(searchspace_bad_top_fields)
 {
     expect_error(t, "# c\nbatch_sizes: [1]\n" PARAMS, "2:1: name: missing (it is required)");

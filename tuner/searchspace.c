@@ -497,7 +497,16 @@ static int check_events(const char *path, const char *text, size_t len, bt_err *
                        (type == YAML_SCALAR_EVENT && ev.data.scalar.anchor) ||
                        (type == YAML_SEQUENCE_START_EVENT && ev.data.sequence_start.anchor) ||
                        (type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.anchor);
+        int tagged = (type == YAML_SCALAR_EVENT && ev.data.scalar.tag) ||
+                     (type == YAML_SEQUENCE_START_EVENT && ev.data.sequence_start.tag) ||
+                     (type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.tag);
         yaml_event_delete(&ev);
+        /* "!!str 16" is a string to other tools, and the document libyaml builds reads it as 16 */
+        if (tagged) {
+            bt_fail(err, "%s:%zu:%zu: YAML syntax: tags such as !!str are not supported", path,
+                    at.line + 1, at.column + 1);
+            goto out;
+        }
         /* libyaml looks each alias up among all anchors (50000 of each took a minute), and an
          * aliased node keeps only its anchor's position, so messages would point there */
         if (anchored) {
