@@ -498,6 +498,21 @@ TEST(searchspace_bad_document)
                  "parameters or constraints)");
 }
 
+/* Duplicate keys and repeated values are found by comparing each with the ones before it, so
+ * the number of keys and values is bounded: a file of a million took hours. */
+TEST(searchspace_too_many_values)
+{
+    enum { NVALS = 5000 };
+    size_t cap = (size_t)NVALS * 8 + 64, used = 0;
+    char *text = malloc(cap);
+    used += (size_t)snprintf(text, cap, "name: t\nbatch_sizes:\n");
+    for (int i = 1; i <= NVALS; i++)
+        used += (size_t)snprintf(text + used, cap - used, "- %d\n", i);
+    /* name, t, batch_sizes and 4093 values: the 4097th scalar is the value on line 4096 */
+    expect_error(t, text, "4096:3: more than 4096 keys and values; a search space needs far fewer");
+    free(text);
+}
+
 /* libyaml looks each alias up among all the anchors (50000 of each took a minute), and an
  * aliased value keeps its anchor's position: a duplicate key through an alias was reported at
  * the anchor, "first at" itself. Both are refused where they are written. */

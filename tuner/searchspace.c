@@ -477,10 +477,14 @@ static int syntax_error(const char *path, const yaml_parser_t *p, const char *te
  * time quadratic in the depth; a search space needs 4 levels. Read the events first and stop at
  * the first one nested too deep, before the scanner has gone far past it, or anchored. */
 #define MAX_DEPTH 32
+/* Keys and values in all (a search space has a few hundred at most): duplicate keys and repeated
+ * values are then found by comparing each with those before it, which a file of millions of
+ * values would make hours of work. */
+#define MAX_SCALARS 4096
 
 static int check_events(const char *path, const char *text, size_t len, bt_err *err)
 {
-    int rc = -1, depth = 0;
+    int rc = -1, depth = 0, scalars = 0;
     yaml_parser_t p;
     yaml_event_t ev;
     if (!yaml_parser_initialize(&p))
@@ -516,6 +520,11 @@ static int check_events(const char *path, const char *text, size_t len, bt_err *
         }
         if (type == YAML_STREAM_END_EVENT)
             break;
+        if (type == YAML_SCALAR_EVENT && ++scalars > MAX_SCALARS) {
+            bt_fail(err, "%s:%zu:%zu: more than %d keys and values; a search space needs far fewer",
+                    path, at.line + 1, at.column + 1, MAX_SCALARS);
+            goto out;
+        }
         if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
             depth--;
         if ((type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
