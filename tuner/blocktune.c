@@ -139,6 +139,14 @@ static int check_call(const blocktune_gemm_args *g, long M, bt_variant *v, bt_ge
     return to_variant(g, v, e) || bt_gemm_check(a, e) ? -1 : 0;
 }
 
+/* check_call for one call's own arguments (gemm, describe), which may be NULL. */
+static int check_args(const blocktune_gemm_args *g, bt_variant *v, bt_gemm_args *a, bt_err *e)
+{
+    if (!g)
+        return bt_fail(e, "the arguments are NULL");
+    return check_call(g, g->M, v, a, e);
+}
+
 /* The config file of a family for (N, K, types) in the config directory, read once. */
 static const shape_cfg *config_for(blocktune *bt, const bt_family *f, long N, long K, const bt_variant *v)
 {
@@ -348,12 +356,8 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
 {
     bt_err e = {{0}};
     bt_variant v;
-    if (!g) {
-        bt_fail(&e, "the arguments are NULL");
-        return fail(err, errlen, &e);
-    }
     bt_gemm_args a;
-    if (check_call(g, g->M, &v, &a, &e))
+    if (check_args(g, &v, &a, &e))
         return fail(err, errlen, &e);
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
@@ -383,12 +387,8 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
     choice c;
     if (!buf)
         return -1; /* nowhere to describe or say why */
-    if (!g) {
-        bt_fail(&e, "the arguments are NULL");
-        return fail(buf, n, &e);
-    }
     bt_gemm_args a;
-    if (check_call(g, g->M, &v, &a, &e))
+    if (check_args(g, &v, &a, &e))
         return fail(buf, n, &e);
     if (!bt) {
         bt_fail(&e, "the handle is NULL");
