@@ -15,7 +15,7 @@ refuses), native_pdl_us with --pdl, the native kernel, and each output's relativ
 from the native one."""
 import argparse, ctypes, glob, json, os, sys, tempfile, torch
 
-from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, make_inputs, rotation_sets  # bench/ is on the path
+from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, lt_scale_b, make_inputs, rotation_sets  # bench/ is on the path
 
 
 class Args(ctypes.Structure):
@@ -71,12 +71,13 @@ def classic_config_dir(configs):
 def inputs(M, N, K):
     """peer.py's inputs, with our layouts of the same scales beside cuBLASLt's."""
     a, b, sa_peer, sb_peer = make_inputs(M, N, K, "cuda")
-    return {"a": a, "b": b, "sa": sa_peer.contiguous(), "sa_peer": sa_peer, "sb": sb_peer.t(),
+    return {"a": a, "b": b, "sa": sa_peer.contiguous(), "sa_peer": sa_peer, "sb": sb_peer.t().contiguous(),
+            "sb_peer": lt_scale_b(sb_peer),
             "c": torch.empty(M, N, device="cuda", dtype=torch.bfloat16)}
 
 
 def peer(s):
-    torch._scaled_mm(s["a"], s["b"].t(), scale_a=s["sa_peer"], scale_b=s["sb"].t(), out_dtype=torch.bfloat16,
+    torch._scaled_mm(s["a"], s["b"].t(), scale_a=s["sa_peer"], scale_b=s["sb_peer"], out_dtype=torch.bfloat16,
                      out=s["c"])
 
 
