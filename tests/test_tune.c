@@ -1,8 +1,10 @@
 /* The tune command end to end: dry runs (compile, cache, rejections by architecture), usage
  * errors of a whole run, and on a GPU a run that survives a planted fault and hang. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,11 +190,19 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     if (bt_cuda_open(&cu, &err) == 0) {
         bt_cuda_close(&cu);
     } else {
-        const char *nogpu[] = {"--N", "64", "--K", "256", "--out-dir", bt_test_tmpdir(), NULL};
+        /* and creates neither directory it was given */
+        char newdir[4200], newcache[4200];
+        snprintf(newdir, sizeof newdir, "%s/nogpu-out/sub", bt_test_tmpdir());
+        snprintf(newcache, sizeof newcache, "%s/nogpu-cache", bt_test_tmpdir());
+        const char *nogpu[] = {"--N", "64", "--K", "256", "--out-dir", newdir, "--cache-dir", newcache, NULL};
         CHECK_EQ(bt_run_tune(&out, nogpu), 1);
         CHECK_CONTAINS(out, "tune: no CUDA driver");
         CHECK_CONTAINS(out, "--dry-run --arch");
         free(out);
+        struct stat st;
+        *strrchr(newdir, '/') = '\0';
+        CHECK(stat(newdir, &st) != 0 && errno == ENOENT);
+        CHECK(stat(newcache, &st) != 0 && errno == ENOENT);
     }
 
     /* A cache that cannot be written is one error, not a compile failure per candidate. */
@@ -217,6 +227,18 @@ TEST(tune_run_errors_are_one_line_with_exit_codes)
     const char *outdir[] = {"--N", "64", "--K", "256", "--out-dir", ro, NULL};
     CHECK_EQ(bt_run_tune(&out, outdir), 2);
     CHECK_CONTAINS(out, "tune: --out-dir");
+    free(out);
+    /* a directory to be made under a file, or under one that cannot be written, likewise */
+    char under[4300], underr[4400];
+    snprintf(under, sizeof under, "%s/sub/dir/", ro);
+    const char *underfile[] = {"--N", "64", "--K", "256", "--out-dir", under, NULL};
+    CHECK_EQ(bt_run_tune(&out, underfile), 2);
+    snprintf(underr, sizeof underr, "tune: --out-dir: %s/sub/dir: ", ro);
+    CHECK_CONTAINS(out, underr);
+    free(out);
+    const char *unwritable[] = {"--N", "64", "--K", "256", "--out-dir", "/proc/blocktune/new", NULL}; /* even for root */
+    CHECK_EQ(bt_run_tune(&out, unwritable), 2);
+    CHECK_CONTAINS(out, "tune: --out-dir: /proc: directory is not writable");
     free(out);
     /* the same file as --cache-dir is a usage error too, even in a dry run */
     const char *cachefile[] = {"--N", "64", "--K", "256", "--dry-run", "--arch", "sm_90a", "--cache-dir", ro, NULL};

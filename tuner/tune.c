@@ -801,19 +801,24 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     r.nbatch = o->batch ? o->nbatch : r.space.nbatch;
     if (setup_shapes(&r, err))
         goto out;
-    if (!o->dry_run && bt_check_writable_dir(o->out_dir, err)) {
+    /* A directory that cannot be one is the command line's fault; what fails under it later
+     * (the cache's arch subdirectory, a full disk) is the run's. Nothing is created before
+     * the run has a target: a run without a GPU leaves no empty directories behind. */
+    if (!o->dry_run && bt_check_dir_creatable(o->out_dir, err)) {
         bt_wrap(err, "--out-dir");
         goto out;
     }
-    /* A cache directory that cannot be one is the command line's fault, as --out-dir's is;
-     * what fails under it later (its arch subdirectory, a full disk) is the run's. */
-    if (bt_check_writable_dir(o->cache_dir, err)) {
+    if (bt_check_dir_creatable(o->cache_dir, err)) {
         bt_wrap(err, "--cache-dir");
         goto out;
     }
     code = BT_EXIT_FAIL;
     if (setup_target(&r, err))
         goto out;
+    if (!o->dry_run && bt_check_writable_dir(o->out_dir, err)) {
+        bt_wrap(err, "--out-dir");
+        goto out;
+    }
     if (bt_jit_open(o->cache_dir, &r.target, &r.jit, err)) {
         bt_wrap(err, "--cache-dir");
         goto out;

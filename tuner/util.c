@@ -232,10 +232,10 @@ int bt_mkdirs(const char *path, bt_err *err)
     return 0;
 }
 
-int bt_check_writable_dir(const char *dir, bt_err *err)
+/* Whether a file can be created in the existing directory dir: by creating and removing one
+ * (access() takes no account of read-only mounts). */
+static int probe_writable(const char *dir, bt_err *err)
 {
-    if (bt_mkdirs(dir, err))
-        return -1;
     char probe[4096];
     if (bt_sprintf(probe, sizeof probe, "%s/.blocktune-probe.%ld", dir, (long)getpid()))
         return bt_fail(err, "%s: path too long", dir);
@@ -245,6 +245,40 @@ int bt_check_writable_dir(const char *dir, bt_err *err)
     close(fd);
     unlink(probe);
     return 0;
+}
+
+int bt_check_writable_dir(const char *dir, bt_err *err)
+{
+    if (bt_mkdirs(dir, err))
+        return -1;
+    return probe_writable(dir, err);
+}
+
+int bt_check_dir_creatable(const char *dir, bt_err *err)
+{
+    char p[4096];
+    if (bt_sprintf(p, sizeof p, "%s", dir))
+        return bt_fail(err, "%s: path too long", dir);
+    for (;;) {
+        for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--) /* "a/b/" is "a/b" */
+            p[n - 1] = '\0';
+        struct stat st;
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return bt_fail(err, "%s: not a directory", p);
+            return probe_writable(p, err);
+        }
+        if (errno != ENOENT)
+            return bt_fail(err, "%s: %s", p, strerror(errno));
+        /* missing: the directory above it must take the new one */
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            strcpy(p, ".");
+        else if (slash == p)
+            p[1] = '\0'; /* "/x": the root */
+        else
+            *slash = '\0';
+    }
 }
 
 int bt_parse_long(const char *s, long min, long max, long *out)

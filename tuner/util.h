@@ -37,6 +37,10 @@ int bt_mkdirs(const char *path, bt_err *err);
 /* Creates dir if missing and checks that a file can be created in it. */
 int bt_check_writable_dir(const char *dir, bt_err *err);
 
+/* What bt_check_writable_dir checks, creating nothing: dir is a writable directory, or it is
+ * missing and the nearest existing directory on its path is writable. */
+int bt_check_dir_creatable(const char *dir, bt_err *err);
+
 /* Parses a whole decimal integer in [min, max]; 0 on success. */
 int bt_parse_long(const char *s, long min, long max, long *out);
 
