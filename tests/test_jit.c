@@ -516,6 +516,32 @@ TEST(jit_progress_can_stop_the_run)
     CHECK_EQ(calls, 1);
 }
 
+/* A stop asked while the sources are hashed (a thousand take seconds under a sanitizer) is
+ * taken there: the rest are not hashed, and no job starts. */
+TEST(jit_stop_while_hashing)
+{
+    bt_jit *j = open_jit(t, cache_dir("hashing"), "sm_90a");
+    if (!j)
+        return;
+    enum { NH = 200 };
+    static char src[NH][256];
+    bt_jit_job jobs[NH];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < NH; i++) {
+        snprintf(src[i], sizeof src[i], KERNEL("o[threadIdx.x] = a[threadIdx.x] - %d.f;"), i);
+        jobs[i].source = src[i];
+    }
+    int calls = 0;
+    bt_err err;
+    CHECK_EQ(bt_jit_run(j, jobs, NH, 2, stop_at_once, &calls, &err), 0);
+    CHECK_EQ(calls, 1);
+    for (int i = 0; i < NH; i++)
+        CHECK_EQ(jobs[i].status, BT_JIT_PENDING);
+    CHECK(jobs[0].key[0] != '\0');
+    CHECK(jobs[NH - 1].key[0] == '\0');
+    bt_jit_close(j);
+}
+
 TEST(jit_unusable_cache_dir_is_one_line)
 {
     const char *blocker = bt_scratch_file("jit-blocker", "a file, not a directory\n");

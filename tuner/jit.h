@@ -43,7 +43,8 @@ void bt_jit_close(bt_jit *j);
  * ends CACHED, COMPILED or FAILED. Jobs start zeroed apart from name and source; a job's
  * outputs from an earlier run are released and reset. Jobs with identical sources compile
  * once (the others end CACHED). progress (may be NULL) is called from the calling thread
- * before the first job, as jobs finish, and every 50 ms meanwhile; when it returns nonzero no
+ * while the sources are hashed, before the first job, as jobs finish, and every 50 ms
+ * meanwhile (with 0 done until the first job ends); when it returns nonzero no
  * job starts after it, and those not started stay PENDING. Returns 0 unless the cache itself
  * is unusable; per-job failures are in the jobs. */
 int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
