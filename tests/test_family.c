@@ -156,6 +156,33 @@ TEST(native_fallback_tiles)
     }
 }
 
+/* The heuristic's stages: as many as fit beside a 16-bit output's slab, up to 8, for the
+ * block_k a stage holds: with a block_k of 64, 128 x 128 tiles take 8 (a block_k of 128 took
+ * their 5 before), and with 128 one stage more no longer fits. */
+TEST(native_fallback_stages_fit_the_block_k)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448, h100.sm_count = 132;
+    const struct {
+        long M;
+        int block_k, stages;
+    } cases[] = {{4096, 64, 8}, {4096, 128, 5}, {16, 64, 8}, {16, 128, 8}};
+    const int st = bt_family_param_index(&bt_family_native, "num_stages");
+    CHECK(st >= 0);
+    for (size_t i = 0; st >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
+        const bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, cases[i].block_k};
+        bt_cand c;
+        char why[200];
+        bt_family_native.fallback(cases[i].M, 7168, 7168, &v, &h100, &c);
+        CHECK_EQ(c.v[st], cases[i].stages);
+        CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
+        c.v[st]++;
+        if (cases[i].stages < 8)
+            CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_SMEM);
+    }
+}
+
 /* The classic kernel's mma.sync warps sit where Triton puts them (its MMA v2 layout, as the
  * Triton 3.6 kernels of bench/triton_configs.py print it), so num_warps costs the same in both:
  * [1, 4] for a 32 x 64 tile of 4 warps, [2, 4] for 16 x 32 of 8, where the second warp row
