@@ -85,7 +85,10 @@ int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support,
         g->retained = 1;
         BT_CU(&g->cu, cuCtxSetCurrent(g->ctx), err, "cuCtxSetCurrent");
     }
-    BT_CU(&g->cu, cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), err, "cuStreamCreate");
+    /* The library launches on its callers' streams: only the tuner and tests need one of ours
+     * (and the library would otherwise destroy it at close outside its context). */
+    if (with_support)
+        BT_CU(&g->cu, cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), err, "cuStreamCreate");
     if (bt_jit_open(cache_dir, &g->target, jit, err) || (with_support && load_support(g, *jit, err)))
         goto out;
     rc = 0;
