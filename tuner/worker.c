@@ -116,8 +116,14 @@ bt_worker_status bt_worker_call(bt_worker *w, const char *request, char *reply, 
             continue;
         if (pr <= 0)
             continue;
-        if (w->nbuf == sizeof w->buf)
-            w->nbuf = 0; /* an absurdly long line: drop it rather than wedge */
+        if (w->nbuf == sizeof w->buf) {
+            /* No reply is this long: the worker is not speaking the protocol, and the line's
+             * tail must not pass for a reply. */
+            w->nbuf = 0;
+            reap(w, 1);
+            bt_fail(err, "the GPU worker sent a line longer than %zu bytes: killed", sizeof w->buf);
+            return BT_WORKER_ERROR;
+        }
         ssize_t rd = read(w->from, w->buf + w->nbuf, sizeof w->buf - w->nbuf);
         if (rd < 0 && errno == EINTR)
             continue;
