@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,4 +46,65 @@ TEST(worker_overlong_reply_is_refused)
         bt_worker_stop(w);
     }
     signal(SIGPIPE, old);
+}
+
+/* Kills `parent`, then waits up to 5 s for `worker` (reparented to this process) to end; 0 when
+ * it did, by SIGKILL. */
+static int outlives(pid_t parent, pid_t worker)
+{
+    int st;
+    kill(parent, SIGKILL);
+    waitpid(parent, &st, 0);
+    for (int i = 0; i < 250; i++) {
+        pid_t r = waitpid(worker, &st, WNOHANG);
+        if (r == worker)
+            return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 2;
+        usleep(20000);
+    }
+    kill(worker, SIGKILL);
+    waitpid(worker, &st, 0);
+    return 1;
+}
+
+/* A worker must not outlive the tuner: one stuck in a hung kernel ignores SIGINT and SIGTERM
+ * (bt_worker_start) and would hold the GPU until someone finds it, once the tuner is gone (killed,
+ * or a third Ctrl-C). The tuner here is a process killed while its worker sleeps. */
+TEST(worker_dies_with_its_parent)
+{
+    const char *exe = fake_worker("stuck-worker", "read req\necho $$\nexec sleep 30\n");
+    int fds[2];
+    if (pipe(fds))
+        SKIP("no pipe");
+    fflush(stdout);
+    pid_t reaper = fork();
+    if (reaper == 0) {
+        /* The orphaned worker comes to this process, which sees how it ends. */
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+        pid_t parent = fork();
+        if (parent == 0) {
+            bt_worker *w = NULL;
+            bt_err err = {{0}};
+            char reply[64] = "";
+            if (bt_worker_start(&w, exe, 0, bt_test_tmpdir(), &err) ||
+                bt_worker_call(w, "info\n", reply, sizeof reply, 10, &err) != BT_WORKER_OK)
+                _exit(3);
+            long pid = strtol(reply, NULL, 10);
+            if (write(fds[1], &pid, sizeof pid) != sizeof pid)
+                _exit(3);
+            pause();
+            _exit(0);
+        }
+        long worker = 0;
+        close(fds[1]); /* a parent that failed before writing shows as end of file */
+        if (parent < 0 || read(fds[0], &worker, sizeof worker) != sizeof worker || worker <= 0)
+            _exit(3);
+        _exit(outlives(parent, (pid_t)worker));
+    }
+    close(fds[0]), close(fds[1]);
+    int st = 0;
+    CHECK(reaper > 0);
+    if (reaper > 0)
+        waitpid(reaper, &st, 0);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), 0); /* 1: still running 5 s after its parent was killed */
 }

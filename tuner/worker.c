@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@ int bt_worker_start(bt_worker **out, const char *exe, int device, const char *ca
         bt_fail(err, "cannot create pipes for the GPU worker: %s", strerror(errno));
         goto fail;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         bt_fail(err, "cannot start the GPU worker: %s", strerror(errno));
@@ -45,6 +47,11 @@ int bt_worker_start(bt_worker **out, const char *exe, int device, const char *ca
          * stops us. */
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
+        /* So a worker stuck in a hung kernel, deaf to both, does not hold the GPU for good once
+         * the parent is gone (killed, or a third Ctrl-C); kept across exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         execl(exe, exe, "--worker", "--device", dev, "--cache-dir", cache_dir, (char *)NULL);
         fprintf(stderr, "cannot run %s: %s\n", exe, strerror(errno));
         _exit(127);
