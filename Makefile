@@ -79,9 +79,14 @@ $(BUILD)/tune: $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(TOOL_OBJS) $(LIB_OBJS) $(BUILD)/
 	$(CC) $(LDFLAGS_SAN) -o $@ $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(TOOL_OBJS) $(LIB_OBJS) \
 	    $(RPATH) $(YAML_LIBS) $(LIBS)
 
-$(BUILD)/tests/unit: $(TEST_OBJS) $(TOOL_OBJS) $(LIB_OBJS) $(BUILD)/libcjson.so.1
+$(BUILD)/tests/unit: $(TEST_OBJS) $(TOOL_OBJS) $(LIB_OBJS) $(BUILD)/libcjson.so.1 $(BUILD)/tests/libfakecuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(TEST_OBJS) $(TOOL_OBJS) $(LIB_OBJS) $(RPATH) $(YAML_LIBS) $(LIBS)
+
+# A stand-in CUDA driver (BT_LIBCUDA) for tests of the GPU worker's paths on a machine without one.
+$(BUILD)/tests/libfakecuda.so: tests/fakecuda/fakecuda.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 build/asan/tune build/asan/tests/unit

@@ -409,3 +409,45 @@ TEST(tune_help_to_a_full_stdout_fails)
     free(msg);
     unlink(err_path);
 }
+
+/* A kernel right the first time and wrong when timed again (a race shows only sometimes) is
+ * skipped like one wrong at once: here every finalist is so, and nothing may be written. On a
+ * stand-in driver (tests/fakecuda), whose kernels are right until BT_FAKE_CUDA_FLAKY. */
+TEST(tune_finalist_wrong_when_timed_again_is_skipped)
+{
+    char fake[4200], out_ok[4200], out_flaky[4200];
+    snprintf(fake, sizeof fake, "%s", bt_test_tune());
+    char *slash = strrchr(fake, '/');
+    snprintf(slash ? slash + 1 : fake, sizeof fake - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
+    if (access(fake, R_OK) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
+    snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
+    /* Four candidates of the small space (compiled by the dry runs above), all of them finalists. */
+    const char *space = bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
+                                                     "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16, 32]\n"
+                                                     "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
+                                                     "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3, 4]\n");
+    const char *old = getenv("BT_LIBCUDA");
+    char *saved = old ? bt_strdup(old) : NULL;
+    setenv("BT_LIBCUDA", fake, 1);
+    char *out = NULL;
+    const char *a_ok[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir", cache_dir(),
+                          "--out-dir", out_ok, "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, a_ok), 0); /* the stand-in's kernels are right */
+    CHECK_CONTAINS(out, "wrote ");
+    free(out);
+    setenv("BT_FAKE_CUDA_FLAKY", "1", 1);
+    const char *a_flaky[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir", cache_dir(),
+                             "--out-dir", out_flaky, "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, a_flaky), 1);
+    CHECK_CONTAINS(out, "wrong when timed again, skipped (rel_err 0 (tolerance 2e-03), 1 unwritten/non-finite");
+    CHECK_CONTAINS(out, "tune: N=7168 K=2304: no candidate was verified at any batch size; nothing written\n");
+    free(out);
+    unsetenv("BT_FAKE_CUDA_FLAKY");
+    if (saved)
+        setenv("BT_LIBCUDA", saved, 1);
+    else
+        unsetenv("BT_LIBCUDA");
+    free(saved);
+}

@@ -575,11 +575,13 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
  * BT_FINAL_ROUNDS interleaved rounds, each time after the GPU has idled for --rest milliseconds,
  * and each one's median stands for it: times of a GPU at the clock it runs between bursts, as a
  * side-by-side benchmark sees it, and not at the lower one a minutes-long tune holds it at (8-10%
- * slower on large GEMMs). A finalist that fails every re-timing keeps its first time. */
+ * slower on large GEMMs). A finalist that fails every re-timing keeps its first time; one that
+ * is wrong, faults or hangs in a re-timing (a race shows only sometimes) is skipped, as in the
+ * first pass. */
 static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 {
     timed *fin[BT_FINALISTS + 1];
-    int nfin = 0, has_def = 0;
+    int nfin = 0, has_def = 0, bad[BT_FINALISTS + 1] = {0};
     double t[BT_FINALISTS + 1][BT_FINAL_ROUNDS], rel[BT_FINALISTS + 1];
     qsort(b->all, b->nall, sizeof *b->all, cmp_timed);
     for (size_t k = 0; k < b->nall; k++) {
@@ -600,14 +602,34 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
             }
             int x = (f + round) % nfin; /* each round starts with a different finalist */
             bt_result res;
+            t[x][round] = NAN;
+            if (bad[x])
+                continue;
             measure(r, wc, fin[x]->cand, fin[x]->cand == ndef, M, 0, &res);
             t[x][round] = res.status == BT_RES_OK ? res.us : NAN;
             if (res.status == BT_RES_OK)
                 rel[x] = res.rel_err;
+            if (res.status == BT_RES_WRONG || res.status == BT_RES_FAULT || res.status == BT_RES_TIMEOUT) {
+                char desc[256];
+                bad[x] = res.status;
+                bt_cand_format(r->fam, &res.cand, desc, sizeof desc);
+                bt_progress_note(r->prog, "M=%ld %s: %s when timed again, skipped (%s)", M, desc,
+                                 bt_res_name(res.status), res.note);
+            }
         }
     b->best = -1;
     for (int f = 0; f < nfin; f++) {
         double v[BT_FINAL_ROUNDS];
+        if (bad[f]) {
+            b->ok--;
+            if (bad[f] == BT_RES_WRONG)
+                b->wrong++;
+            else
+                b->failed++;
+            if (fin[f]->cand == ndef)
+                b->default_us = 0;
+            continue;
+        }
         int n = 0;
         for (int round = 0; round < BT_FINAL_ROUNDS; round++)
             if (!isnan(t[f][round]))
@@ -619,6 +641,19 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
         if (b->best < 0 || fin[f]->us < b->best_us)
             b->best = (long)fin[f]->cand, b->best_us = fin[f]->us, b->best_err = fin[f]->rel_err;
     }
+    /* The skipped leave the verified; with every finalist skipped, the fastest other stands. */
+    size_t keep = 0;
+    for (size_t k = 0; k < b->nall; k++) {
+        int drop = 0;
+        for (int f = 0; f < nfin; f++)
+            drop |= bad[f] && fin[f] == &b->all[k];
+        if (!drop)
+            b->all[keep++] = b->all[k];
+    }
+    b->nall = keep;
+    for (size_t k = 0; k < b->nall && b->best < 0; k++)
+        if (!b->all[k].pruned)
+            b->best = (long)b->all[k].cand, b->best_us = b->all[k].us, b->best_err = b->all[k].rel_err;
 }
 
 /* A new problem (fresh random inputs and reference) for this M, in a running worker or a new one. */
