@@ -108,3 +108,51 @@ TEST(worker_dies_with_its_parent)
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0); /* 1: still running 5 s after its parent was killed */
 }
+
+/* The worker keeps the kernels it has loaded; a space of more candidates than it keeps (4096)
+ * must still have every one measured. On the stand-in driver (tests/fakecuda), with 4097 cubin
+ * files (any bytes do there). */
+TEST(worker_measures_more_kernels_than_it_keeps)
+{
+    char fake[4200], dir[4200], path[4300], req[4400], reply[2048] = "";
+    snprintf(fake, sizeof fake, "%s", bt_test_tune());
+    char *slash = strrchr(fake, '/');
+    snprintf(slash ? slash + 1 : fake, sizeof fake - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
+    if (access(fake, R_OK) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/cubins", bt_test_tmpdir());
+    mkdir(dir, 0755);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    const char *old_lib = getenv("BT_LIBCUDA");
+    char *saved = old_lib ? bt_strdup(old_lib) : NULL;
+    setenv("BT_LIBCUDA", fake, 1);
+    bt_worker *w = NULL;
+    bt_err err = {{0}};
+    snprintf(path, sizeof path, "%s/cache", bt_test_tmpdir());
+    CHECK_EQ(bt_worker_start(&w, bt_test_tune(), 0, path, &err), 0);
+    if (w) {
+        CHECK_EQ(bt_worker_call(w, "problem 1 64 128 fp8 float16 128 128 1 0\n", reply, sizeof reply, 120, &err),
+                 BT_WORKER_OK);
+        CHECK_STREQ(reply, "ok");
+        int bad = 0;
+        for (int i = 0; i < 4097 && !bad; i++) {
+            snprintf(path, sizeof path, "%s/%d.cubin", dir, i);
+            FILE *f = fopen(path, "wb");
+            if (f)
+                fclose(f);
+            snprintf(req, sizeof req, "run classic 16,64,128,1,4,3 0 %s\n", path);
+            if (bt_worker_call(w, req, reply, sizeof reply, 60, &err) != BT_WORKER_OK ||
+                strncmp(reply, "ok ", 3) != 0) {
+                bt_check_fail(t, __FILE__, __LINE__, "kernel %d: %s", i, reply[0] ? reply : err.msg);
+                bad = 1;
+            }
+        }
+        bt_worker_stop(w);
+    }
+    if (saved)
+        setenv("BT_LIBCUDA", saved, 1);
+    else
+        unsetenv("BT_LIBCUDA");
+    free(saved);
+    signal(SIGPIPE, old);
+}

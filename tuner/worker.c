@@ -287,8 +287,13 @@ static bt_kernel *find_kernel(wstate *s, const char *path, const bt_family *f, c
         if (strcmp(s->paths[i], path) == 0)
             return &s->kernels[i];
     if (s->nkernels == MAX_KERNELS) {
-        bt_fail(err, "too many kernels loaded");
-        return NULL;
+        /* A space of more kernels than are kept: start keeping over, rather than refuse every
+         * kernel after the first MAX_KERNELS. */
+        for (int i = 0; i < s->nkernels; i++) {
+            bt_kernel_unload(&s->gpu, &s->kernels[i]);
+            free(s->paths[i]);
+        }
+        s->nkernels = 0;
     }
     char *cubin = NULL;
     bt_kernel *k = &s->kernels[s->nkernels];
