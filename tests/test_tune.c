@@ -413,13 +413,19 @@ TEST(tune_help_to_a_full_stdout_fails)
 /* A kernel right the first time and wrong when timed again (a race shows only sometimes) is
  * skipped like one wrong at once: here every finalist is so, and nothing may be written. On a
  * stand-in driver (tests/fakecuda), whose kernels are right until BT_FAKE_CUDA_FLAKY. */
+/* The stand-in driver the build puts beside tune (tests/fakecuda); 0 when it is there. */
+static int fake_driver(char *fake, size_t n)
+{
+    snprintf(fake, n, "%s", bt_test_tune());
+    char *slash = strrchr(fake, '/');
+    snprintf(slash ? slash + 1 : fake, n - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
+    return access(fake, R_OK);
+}
+
 TEST(tune_finalist_wrong_when_timed_again_is_skipped)
 {
     char fake[4200], out_ok[4200], out_flaky[4200];
-    snprintf(fake, sizeof fake, "%s", bt_test_tune());
-    char *slash = strrchr(fake, '/');
-    snprintf(slash ? slash + 1 : fake, sizeof fake - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
-    if (access(fake, R_OK) != 0)
+    if (fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
     snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
@@ -450,4 +456,43 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     else
         unsetenv("BT_LIBCUDA");
     free(saved);
+}
+
+/* A second Ctrl-C stops the run at once, even while it waits on a hung kernel (a first one
+ * waits for the candidate in flight, here up to the --timeout of 30 s), and the worker, deaf to
+ * Ctrl-C, dies with it. On the stand-in driver, every GEMM of which hangs. */
+TEST(tune_second_ctrl_c_stops_at_once)
+{
+    char fake[4200], dir[4200], cmd[16384];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/ctrl-c-twice", bt_test_tmpdir());
+    const char *space = bt_scratch_file("one.yaml", "name: one\ndescription: one\nfamily: classic\n"
+                                                    "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16]\n"
+                                                    "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
+                                                    "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3]\n");
+    /* wait for the worker process, give it a moment to launch, then two Ctrl-C 0.2 s apart */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cd '%s' && { BT_LIBCUDA='%s' BT_FAKE_CUDA_HANG=1 '%s' --space '%s' --N 7168 --K 2304 "
+             "--timeout 30 --rest 0 --cache-dir '%s' --out-dir '%s/configs' > log 2>&1 & pid=$!; "
+             "for i in $(seq 600); do w=$(pgrep -P $pid); [ -n \"$w\" ] && break; sleep 0.05; done; sleep 1; "
+             "t0=$(date +%%s); kill -INT $pid; sleep 0.2; kill -INT $pid; wait $pid; echo $? > rc; "
+             "echo $(( $(date +%%s) - t0 )) > secs; sleep 0.5; "
+             "st=$(awk '{print $3}' /proc/$w/stat 2>/dev/null); " /* a zombie (Z) has died */
+             "if [ -n \"$w\" ] && [ -n \"$st\" ] && [ \"$st\" != Z ]; then echo alive > worker; kill -9 $w; "
+             "else echo gone > worker; fi; }",
+             dir, dir, fake, bt_test_tune(), space, cache_dir(), dir);
+    CHECK(system(cmd) == 0);
+    char path[4300], *rc = NULL, *secs = NULL, *worker = NULL;
+    bt_err err;
+    snprintf(path, sizeof path, "%s/rc", dir);
+    CHECK_EQ(bt_read_file(path, &rc, NULL, &err), 0);
+    CHECK_EQ(rc ? atoi(rc) : -1, 130); /* killed by SIGINT */
+    snprintf(path, sizeof path, "%s/secs", dir);
+    CHECK_EQ(bt_read_file(path, &secs, NULL, &err), 0);
+    CHECK(secs && atoi(secs) <= 5);
+    snprintf(path, sizeof path, "%s/worker", dir);
+    CHECK_EQ(bt_read_file(path, &worker, NULL, &err), 0);
+    CHECK_STREQ(worker ? worker : "", "gone\n");
+    free(rc), free(secs), free(worker);
 }

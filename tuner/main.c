@@ -16,8 +16,10 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_sigint(int sig)
 {
-    if (stop_requested) /* a second signal: stop now */
+    if (stop_requested) { /* a second signal: stop now (delivered once this handler returns) */
         signal(sig, SIG_DFL);
+        raise(sig);
+    }
     stop_requested = 1;
 }
 

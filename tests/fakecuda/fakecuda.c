@@ -2,10 +2,11 @@
  * compute capability 9.0, "device" memory in host memory, kernels that do nothing and events
  * 10 us apart. The support kernels' checks therefore pass, except that with
  * BT_FAKE_CUDA_FLAKY set a GEMM kernel's output reads as unwritten from its second check on: a
- * kernel right the first time only. */
+ * kernel right the first time only; with BT_FAKE_CUDA_HANG every GEMM launch hangs. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct CUfunc_st {
     struct CUmod_st *mod;
@@ -73,6 +74,8 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, vo
 {
     (void)config, (void)params, (void)extra;
     last_gemm = f->mod;
+    while (getenv("BT_FAKE_CUDA_HANG"))
+        sleep(1);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c) { (void)f, (void)c; *n = 16; return CUDA_SUCCESS; }
