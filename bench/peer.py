@@ -34,9 +34,10 @@ def lt_scale_b(sb):
 
 
 def rotation_sets(M, N, K):
-    """Input sets to rotate over so they total >= 4x L2 (the weights are not served from L2)."""
+    """Input sets to rotate over so they total >= 4x L2 (the weights are not served from L2);
+    at most 128, as the tuner (tuner/bench.h)."""
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    return max(2, min(64, math.ceil(4 * l2 / (M * K + N * K + M * N * 2))))
+    return max(2, min(128, math.ceil(4 * l2 / (M * K + N * K + M * N * 2))))
 
 
 def graph(call, n):
