@@ -156,10 +156,10 @@ TEST(native_fallback_tiles)
     }
 }
 
-/* The heuristic's stages: as many as fit beside a 16-bit output's slab, up to 8, for the
- * block_k a stage holds: with a block_k of 64, 128 x 128 tiles take 8 (a block_k of 128 took
- * their 5 before), and with 128 one stage more no longer fits. */
-TEST(native_fallback_stages_fit_the_block_k)
+/* The heuristic's stages: as many 128-deep K blocks' worth as fit beside a 16-bit output's
+ * slab, up to 8, at a block_k of 64 too, whose stages are half the size: 8 of them at 128 x 128
+ * tiles ran 13-15% slower than 5 (BENCHMARKS.md). */
+TEST(native_fallback_stages)
 {
     bt_target h100;
     CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
@@ -167,7 +167,7 @@ TEST(native_fallback_stages_fit_the_block_k)
     const struct {
         long M;
         int block_k, stages;
-    } cases[] = {{4096, 64, 8}, {4096, 128, 5}, {16, 64, 8}, {16, 128, 8}};
+    } cases[] = {{4096, 64, 5}, {4096, 128, 5}, {16, 64, 8}, {16, 128, 8}};
     const int st = bt_family_param_index(&bt_family_native, "num_stages");
     CHECK(st >= 0);
     for (size_t i = 0; st >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
@@ -177,9 +177,6 @@ TEST(native_fallback_stages_fit_the_block_k)
         bt_family_native.fallback(cases[i].M, 7168, 7168, &v, &h100, &c);
         CHECK_EQ(c.v[st], cases[i].stages);
         CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
-        c.v[st]++;
-        if (cases[i].stages < 8)
-            CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_SMEM);
     }
 }
 
