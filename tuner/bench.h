@@ -7,7 +7,7 @@
 #include "gpu.h"
 
 /* Enough for 4x the H100's and H200's 50 MB of L2 at every DeepSeek-V3 shape: the smallest,
- * (7168, 256) at M = 1, is 1.85 MB a set (with 64 sets, until 2026-11-24, it came to 2.4x). */
+ * (7168, 256) at M = 1, is 1.85 MB a set (with 64 sets, until 2026-11-24, it came to 2.3x). */
 #define BT_BENCH_MAXSETS 128
 /* Once every candidate of a batch size is timed, the BT_FINALISTS fastest and the default are
  * timed again in BT_FINAL_ROUNDS interleaved rounds (tune.c). Eight, not three: at INT8 M = 128
