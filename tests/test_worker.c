@@ -68,7 +68,7 @@ static int outlives(pid_t parent, pid_t worker)
 
 /* A worker must not outlive the tuner: one stuck in a hung kernel ignores SIGINT and SIGTERM
  * (bt_worker_start) and would hold the GPU until someone finds it, once the tuner is gone (killed,
- * or a third Ctrl-C). The tuner here is a process killed while its worker sleeps. */
+ * or a second Ctrl-C). The tuner here is a process killed while its worker sleeps. */
 TEST(worker_dies_with_its_parent)
 {
     const char *exe = fake_worker("stuck-worker", "read req\necho $$\nexec sleep 30\n");

@@ -48,7 +48,7 @@ int bt_worker_start(bt_worker **out, const char *exe, int device, const char *ca
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
         /* So a worker stuck in a hung kernel, deaf to both, does not hold the GPU for good once
-         * the parent is gone (killed, or a third Ctrl-C); kept across exec. */
+         * the parent is gone (killed, or a second Ctrl-C); kept across exec. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
