@@ -369,6 +369,25 @@ TEST(jit_includes_embedded_templates)
     bt_jit_close(j);
 }
 
+/* The support kernels (random inputs, the float64 reference, the checks) that every GPU run
+ * loads compile for both targets, as the candidates do: a GPU-less CI is where to find out. */
+TEST(jit_support_kernels_compile)
+{
+    static const char *arches[] = {"sm_90a", "sm_89"};
+    for (int i = 0; i < 2; i++) {
+        bt_jit *j = open_jit(t, cache_dir("support"), arches[i]);
+        if (!j)
+            return;
+        bt_jit_job job = {.source = "#include \"support.cuh\"\n"};
+        CHECK_EQ(run1(j, &job, 1, 1), 0);
+        if (job.status == BT_JIT_FAILED)
+            printf("    %s log: %.400s\n", arches[i], job.log ? job.log : "(none)");
+        CHECK(job.status == BT_JIT_COMPILED || job.status == BT_JIT_CACHED);
+        bt_jit_job_clear(&job);
+        bt_jit_close(j);
+    }
+}
+
 TEST(jit_unwritable_cache_fails_the_run)
 {
     bt_jit *j = open_jit(t, cache_dir("unwritable"), "sm_89");
