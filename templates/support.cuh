@@ -80,21 +80,25 @@ extern "C" __global__ void bt_ref_gemm(const bt::u8 *A, const bt::u8 *B, const f
     using namespace bt;
     __shared__ double sa[16][17], sb[16][17];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int m = blockIdx.y * 16 + ty, n = blockIdx.x * 16 + tx;
+    const int n = blockIdx.x * 16 + tx;
     const int ksc = (K + qbk - 1) / qbk;
-    double acc = 0;
-    for (int k0 = 0; k0 < K; k0 += 16) {
-        int ma = blockIdx.y * 16 + ty, ka = k0 + tx;
-        sa[ty][tx] = (ma < M && ka < K) ? support::decode(A[(long)ma * K + ka], int8) * As[(long)ma * ksc + ka / qbk] : 0.0;
-        int nb = blockIdx.x * 16 + ty, kb = k0 + tx;
-        sb[ty][tx] = (nb < N && kb < K) ? support::decode(B[(long)nb * K + kb], int8) * Bs[(long)(nb / qbn) * ksc + kb / qbk] : 0.0;
-        __syncthreads();
-        for (int k = 0; k < 16; k++)
-            acc += sa[ty][k] * sb[tx][k];
-        __syncthreads();
+    // Row blocks stride by the grid, whose y extent stops at 65535 (M up to 2^20 has 65536).
+    for (int by = blockIdx.y; by < (M + 15) / 16; by += gridDim.y) {
+        const int m = by * 16 + ty;
+        double acc = 0;
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            int ka = k0 + tx;
+            sa[ty][tx] = (m < M && ka < K) ? support::decode(A[(long)m * K + ka], int8) * As[(long)m * ksc + ka / qbk] : 0.0;
+            int nb = blockIdx.x * 16 + ty, kb = k0 + tx;
+            sb[ty][tx] = (nb < N && kb < K) ? support::decode(B[(long)nb * K + kb], int8) * Bs[(long)(nb / qbn) * ksc + kb / qbk] : 0.0;
+            __syncthreads();
+            for (int k = 0; k < 16; k++)
+                acc += sa[ty][k] * sb[tx][k];
+            __syncthreads();
+        }
+        if (m < M && n < N)
+            R[(long)m * N + n] = (float)acc;
     }
-    if (m < M && n < N)
-        R[(long)m * N + n] = (float)acc;
 }
 
 // Accumulates sum((C - R)^2), sum(R^2) into sums[0..1] and counts non-finite C elements (an

@@ -355,9 +355,10 @@ int bt_reference(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdevicept
     int qbn = v->block_n, qbk = v->block_k, int8 = v->in == BT_IN_INT8;
     void *params[] = {(void *)&p->args.A, (void *)&p->args.B, (void *)&p->args.As, (void *)&p->args.Bs,
                       &ref, &M, &N, &K, &qbn, &qbk, &int8};
+    const int row_blocks = (M + 15) / 16;
     BT_CU(&g->cu,
-          cuLaunchKernel(g->ref_gemm, (unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16), 1, 16, 16, 1, 0,
-                         g->stream, params, NULL),
+          cuLaunchKernel(g->ref_gemm, (unsigned)((N + 15) / 16), (unsigned)(row_blocks < 65535 ? row_blocks : 65535),
+                         1, 16, 16, 1, 0, g->stream, params, NULL),
           err, "launching the reference GEMM");
     rc = 0;
 out:
