@@ -33,13 +33,14 @@ static void write_config(bt_t *t, const char *dir, const bt_family *f, const cha
     bt_config_free(&c);
 }
 
-/* Runs g through the library and checks C against the reference. A and the scales are
- * written again by the kernel just before (the one a programmatic launch overlaps). */
-static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K, bt_out_type out,
-                       const char *expect_desc)
+/* Runs g through the library and checks C against the reference, for quantization blocks of
+ * block_n x block_k. A and the scales are written again by the kernel just before (the one a
+ * programmatic launch overlaps). */
+static void check_gemm_block(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K, bt_out_type out,
+                             int block_n, int block_k, const char *expect_desc)
 {
     bt_err err = {{0}};
-    bt_variant v = {BT_IN_FP8, out, 128, 128};
+    bt_variant v = {BT_IN_FP8, out, block_n, block_k};
     bt_problem p;
     CUdeviceptr ref = 0;
     char msg[512], desc[512];
@@ -50,7 +51,7 @@ static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K
         goto out;
     }
     blocktune_gemm_args a = {p.args.A, p.args.B, p.args.As, p.args.Bs, p.args.C, M, N, K,
-                             BLOCKTUNE_FP8, (blocktune_output)out, 128, 128};
+                             BLOCKTUNE_FP8, (blocktune_output)out, block_n, block_k};
     CHECK(blocktune_describe(bt, &a, desc, sizeof desc) == 0);
     CHECK_CONTAINS(desc, expect_desc);
     if (blocktune_gemm(bt, &a, g->stream, msg, sizeof msg)) {
@@ -70,6 +71,12 @@ out:
     if (ref)
         g->cu.cuMemFree(ref);
     bt_problem_free(g, &p);
+}
+
+static void check_gemm(bt_t *t, bt_gpu *g, blocktune *bt, long M, long N, long K, bt_out_type out,
+                       const char *expect_desc)
+{
+    check_gemm_block(t, g, bt, M, N, K, out, 128, 128, expect_desc);
 }
 
 /* The arguments' check refuses, in one line, what the kernels could not index. */
@@ -184,6 +191,10 @@ TEST(gpu_library_dispatch_and_graph_capture)
     if (sm90a) {
         check_gemm(t, &g, bt, 64, 3072, 1536, BT_OUT_BF16, "native BLOCK_SIZE_M=64 BLOCK_SIZE_N=48");
         check_gemm(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, "native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128"); /* heuristic */
+        /* 64-deep quantization blocks: the heuristic's 5 stages, counted in 128-deep K blocks */
+        check_gemm_block(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, 128, 64,
+                         "native BLOCK_SIZE_M=128 BLOCK_SIZE_N=128 num_stages=5");
+        check_gemm_block(t, &g, bt, 16, 7168, 2304, BT_OUT_BF16, 128, 64, "native BLOCK_SIZE_M=64");
     } else {
         check_gemm(t, &g, bt, 1000, 576, 7168, BT_OUT_BF16, "classic BLOCK_SIZE_M=64 BLOCK_SIZE_N=128");
     }
