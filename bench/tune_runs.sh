@@ -2,14 +2,17 @@
 # On the GPU machine: the tuning runs behind configs/ and BENCHMARKS.md. Each run's output goes
 # to $OUT/<name>.log and its configs to $OUT/configs.tar.
 # Usage: bench/tune_runs.sh RUN...   RUN: tp8-small | default:N:K | full7:N:K | full7-int8:N:K |
-#        classic4w:N:K | classic4w-int8:N:K | classic10:N:K | native-tp8 | native:N:K | native-int8:N:K | native-focus:N:K
+#        classic4w:N:K | classic4w-int8:N:K | classic-default:N:K | classic-default-int8:N:K | classic10:N:K |
+#        native-tp8 | native:N:K | native-int8:N:K | native-focus:N:K
 # (full7:N:K: SGLang's full classic space at the side by side's 7 batch sizes, 85-160 s a shape on
 # an H100 once its 992 kernels are compiled, about 60 s on 16 cores; the classic configs shipped.
 # classic10:N:K: the same space at the native files' 10 batch sizes, 126-220 s a shape on an H200;
 # the H200 classic configs shipped. full7-int8:N:K: full7 on INT8 inputs, the H100's int8_w8a8
 # classic configs shipped. classic4w:N:K and classic4w-int8:N:K: FP8 or INT8 at 512, 2048 and 4096
 # with num_warps 4 only (bench/spaces/classic_4warps.yaml), the large-M entries of the shipped files;
-# BATCH_SIZES=256,1024,3072 (say) runs them at other batch sizes instead.)
+# BATCH_SIZES=256,1024,3072 (say) runs them at other batch sizes instead. classic-default:N:K and
+# classic-default-int8:N:K: the same batch sizes with SGLang's default config alone
+# (bench/spaces/classic_default.yaml), entries to adopt where Triton runs it faster.)
 # (native-tp8 with the native space, 750 candidates runnable for FP8 at its 10 batch sizes, takes about 25 minutes
 # on an H100: 65-107 s a shape at 7 batch sizes, about 32 s more for 256, 1024 and 3072; native:N:K
 # tunes one shape into the same directory, so the 13 shapes can be split across calls;
@@ -32,9 +35,10 @@ for run in "$@"; do
         in=fp8; [ "$kind" = full7-int8 ] && in=int8
         build/tune --N "$N" --K "$K" --input-type $in --space search_spaces/default.yaml --batch-sizes $bs \
             --out-dir /tmp/configs --cache-dir $cache --resume ;;
-    classic4w|classic4w-int8)
-        in=fp8; [ "$kind" = classic4w-int8 ] && in=int8
-        build/tune --N "$N" --K "$K" --input-type $in --space bench/spaces/classic_4warps.yaml \
+    classic4w|classic4w-int8|classic-default|classic-default-int8)
+        in=fp8; [ "${kind%-int8}" != "$kind" ] && in=int8
+        space=bench/spaces/classic_4warps.yaml; [ "${kind#classic-default}" != "$kind" ] && space=bench/spaces/classic_default.yaml
+        build/tune --N "$N" --K "$K" --input-type $in --space $space \
             --batch-sizes "${BATCH_SIZES:-512,2048,4096}" --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native-tp8) build/tune --family native --tp-size 8 --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
     native) build/tune --family native --N "$N" --K "$K" --out-dtype bfloat16 --out-dir /tmp/configs --cache-dir $cache --resume ;;
