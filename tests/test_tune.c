@@ -496,3 +496,57 @@ TEST(tune_second_ctrl_c_stops_at_once)
     CHECK_STREQ(worker ? worker : "", "gone\n");
     free(rc), free(secs), free(worker);
 }
+
+/* The tiny space of the stand-in driver's runs: four candidates of the small space, all of them
+ * finalists, without the runtime's default config. */
+static const char *tiny_space(void)
+{
+    return bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
+                                        "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16, 32]\n"
+                                        "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
+                                        "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3, 4]\n");
+}
+
+/* Runs tune on the stand-in driver with env (assignments, may be "") and args (one shell word
+ * each) in dir, with its stderr on a terminal (script(1)) when tty; *out: what it printed.
+ * Returns 0, or -1 when the command could not run. */
+static int run_fake(const char *fake, const char *dir, int tty, const char *env, const char *args,
+                    char **out)
+{
+    char cmd[16384], path[4300];
+    bt_err err;
+    if (tty)
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p '%s' && cd '%s' && %s BT_LIBCUDA='%s' script -qc \"'%s' %s\" /dev/null "
+                 "< /dev/null > log 2>&1; true",
+                 dir, dir, env, fake, bt_test_tune(), args);
+    else
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cd '%s' && %s BT_LIBCUDA='%s' '%s' %s > log 2>&1; true",
+                 dir, dir, env, fake, bt_test_tune(), args);
+    if (system(cmd) != 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/log", dir);
+    return bt_read_file(path, out, NULL, &err);
+}
+
+/* On a terminal, a shape that fails (here its second batch size cannot get the GPU memory it
+ * needs) has its progress line cleared before its error, which was written onto the end of the
+ * line: "...50%  ETA 0s\e[Ktune: N=7168 K=2304: M=4096: setting up ...". */
+TEST(tune_shape_error_clears_the_progress_line)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    if (system("command -v script > /dev/null 2>&1") != 0)
+        SKIP("no script(1) to run tune on a terminal");
+    snprintf(dir, sizeof dir, "%s/shape-error-tty", bt_test_tmpdir());
+    snprintf(args, sizeof args,
+             "--space '%s' --N 7168 --K 2304 --batch-sizes 1,4096 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), cache_dir());
+    char *out = NULL;
+    /* 32 MB: enough for M = 1, not for the 58 MB of C at M = 4096 */
+    CHECK_EQ(run_fake(fake, dir, 1, "BT_FAKE_CUDA_MEM=32000000", args, &out), 0);
+    CHECK_CONTAINS(out, "[N=7168 K=2304 1/1] M=4096 (2/2)");
+    CHECK_CONTAINS(out, "\r\x1b[Ktune: N=7168 K=2304: M=4096: setting up the problem on the GPU: allocating C: ");
+    free(out);
+}

@@ -903,6 +903,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         }
         if (rc) {
             failed_shapes++;
+            bt_progress_clear(r.prog); /* a shape that failed left its line up */
             fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r.shapes[s].N, r.shapes[s].K, serr.msg);
         }
     }

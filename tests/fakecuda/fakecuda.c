@@ -2,7 +2,8 @@
  * compute capability 9.0, "device" memory in host memory, kernels that do nothing and events
  * 10 us apart. The support kernels' checks therefore pass, except that with
  * BT_FAKE_CUDA_FLAKY set a GEMM kernel's output reads as unwritten from its second check on: a
- * kernel right the first time only; with BT_FAKE_CUDA_HANG every GEMM launch hangs. */
+ * kernel right the first time only; with BT_FAKE_CUDA_HANG every GEMM launch hangs; with
+ * BT_FAKE_CUDA_MEM=bytes an allocation larger than that fails, as on a GPU out of memory. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,14 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, vo
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c) { (void)f, (void)c; *n = 16; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)calloc(1, n ? n : 1); return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
+{
+    const char *cap = getenv("BT_FAKE_CUDA_MEM");
+    if (cap && n > strtoull(cap, NULL, 10))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)calloc(1, n ? n : 1);
+    return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) { free((void *)p); return CUDA_SUCCESS; }
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)d, s, n); return CUDA_SUCCESS; }
 CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)s, n); return CUDA_SUCCESS; }
