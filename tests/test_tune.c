@@ -550,3 +550,30 @@ TEST(tune_shape_error_clears_the_progress_line)
     CHECK_CONTAINS(out, "\r\x1b[Ktune: N=7168 K=2304: M=4096: setting up the problem on the GPU: allocating C: ");
     free(out);
 }
+
+/* With its output in a log (tune > log 2>&1, as CI runs it) each shape's table arrives when the
+ * shape is done, between the progress lines, not all of them at exit after every progress line
+ * (and not lost when the run is killed). */
+TEST(tune_tables_reach_a_log_as_shapes_finish)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/log-order", bt_test_tmpdir());
+    /* four shapes: (768, 256), (256, 256), (512, 256), (256, 256) */
+    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 256, "
+                                                            "\"num_attention_heads\": 2, \"head_dim\": 128}\n");
+    snprintf(args, sizeof args,
+             "--space '%s' --model '%s' --batch-sizes 1 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), model, cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+    const char *header = out ? strstr(out, "tuning 4 shape(s)") : NULL;
+    const char *first = out ? strstr(out, "[N=768 K=256 1/4] M=1 (1/1)") : NULL;
+    const char *table = out ? strstr(out, "\nN=768 K=256 fp8 -> float16") : NULL;
+    const char *second = out ? strstr(out, "[N=256 K=256 2/4] M=1 (1/1)") : NULL;
+    CHECK(header && first && table && second);
+    CHECK(header < first);
+    CHECK(first < table && table < second);
+    free(out);
+}

@@ -790,6 +790,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     j = NULL;
     rc = 0;
 out:
+    /* A log or pipe gets the shape's table now, between the progress lines, not at exit. */
+    fflush(stdout);
     if (j)
         bt_journal_close(j, 0);
     free(prior);
@@ -883,6 +885,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
            "compile %.1f s (%zu compiled, %zu cached, %zu failed)\n",
            r.nshapes, r.nbatch, r.nspace, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
            r.cached, r.failed);
+    fflush(stdout);
     worker_ctl wc = {0};
     ssize_t n = readlink("/proc/self/exe", wc.exe, sizeof wc.exe - 1);
     if (n <= 0) {
