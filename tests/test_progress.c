@@ -154,3 +154,20 @@ TEST(progress_quiet)
     free(out);
     fclose(f);
 }
+
+/* Work a resume found done leaves the total: the share and the ETA are of the work this run
+ * does, at its own rate. */
+TEST(progress_skip_leaves_the_total)
+{
+    FILE *f = tmpfile();
+    bt_progress *p = bt_progress_new(f, 0, 0, 100);
+    bt_progress_skip(p, 50);
+    bt_progress_stage(p, "s", NULL);
+    bt_progress_update(p, 25, 25, 50);
+    bt_progress_stage(p, "t", NULL);
+    bt_progress_free(p);
+    char *out = contents(f);
+    CHECK_CONTAINS(out, "[s]  0%  ETA --\n[t]  50%  ETA ");
+    free(out);
+    fclose(f);
+}

@@ -577,3 +577,30 @@ TEST(tune_tables_reach_a_log_as_shapes_finish)
     CHECK(first < table && table < second);
     free(out);
 }
+
+/* --resume: the results in the journal are not work this run does. They counted as done at
+ * once, so a run resumed at its second batch size showed "50%  ETA 0s" with half the work
+ * ahead of it; they leave the total instead. The journal is that of a run whose second batch
+ * size could not get its memory (the shape failed, its journal kept). */
+TEST(tune_resume_eta_leaves_out_the_journal)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/resume-eta", bt_test_tmpdir());
+    char *out = NULL;
+    snprintf(args, sizeof args,
+             "--space '%s' --N 7168 --K 2304 --batch-sizes 1,4096 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), cache_dir());
+    CHECK_EQ(run_fake(fake, dir, 0, "BT_FAKE_CUDA_MEM=32000000", args, &out), 0);
+    CHECK_CONTAINS(out, "M=4096: setting up the problem on the GPU: allocating C: ");
+    free(out);
+    snprintf(args, sizeof args,
+             "--space '%s' --N 7168 --K 2304 --batch-sizes 1,16 --rest 0 --cache-dir '%s' --out-dir configs --resume",
+             tiny_space(), cache_dir());
+    CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+    CHECK_CONTAINS(out, "results from the journal");
+    CHECK_CONTAINS(out, "[N=7168 K=2304 1/1] M=1 (1/2)  0%  ETA --\n[N=7168 K=2304 1/1] M=16 (2/2)  0%  ETA --\n");
+    CHECK_CONTAINS(out, "wrote ");
+    free(out);
+}

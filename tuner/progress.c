@@ -118,6 +118,11 @@ void bt_progress_update(bt_progress *p, double units_done, long done, long total
         emit(p);
 }
 
+void bt_progress_skip(bt_progress *p, double units)
+{
+    p->total = fmax(p->total - units, 0);
+}
+
 void bt_progress_note(bt_progress *p, const char *fmt, ...)
 {
     va_list ap;

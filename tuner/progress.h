@@ -9,7 +9,8 @@
 typedef struct bt_progress bt_progress;
 
 /* total_units: all work of the run (e.g. shapes x batch sizes x candidates); the ETA assumes
- * the units still to do take as long as those done, so leave work a resume skips out of it.
+ * the units still to do take as long as those done, so leave work a resume skips out of it
+ * (bt_progress_skip).
  * tty < 0: detect from isatty(fileno(f)). quiet: no progress output (notes still print). */
 bt_progress *bt_progress_new(FILE *f, int tty, int quiet, double total_units);
 /* Sets what is being worked on, e.g. "N=7168 K=2304 2/13" and "M=64 (4/18)" (sub may be
@@ -17,6 +18,10 @@ bt_progress *bt_progress_new(FILE *f, int tty, int quiet, double total_units);
 void bt_progress_stage(bt_progress *p, const char *what, const char *sub);
 /* Reports units finished so far (cumulative) and the stage's done/total count. */
 void bt_progress_update(bt_progress *p, double units_done, long done, long total);
+/* Takes units out of the run's total: work a resume finds done in a journal. The ETA is then
+ * that of the work left at this run's own rate, not at one that counts the journal's results as
+ * done in no time. */
+void bt_progress_skip(bt_progress *p, double units);
 /* Prints a message (no trailing newline) on its own line without garbling the progress
  * line. */
 void bt_progress_note(bt_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -731,6 +731,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             int pi = find_prior(prior, nprior, M, &r->cands[i].cand, k == 0);
             if (pi >= 0) {
                 res = prior[pi];
+                bt_progress_skip(r->prog, 1); /* measured by the run that journaled it */
             } else {
                 if (!problem_sent) {
                     if (send_problem(r, wc, M, err))
@@ -749,7 +750,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                 }
             }
             account(&br[b], &res, i);
-            *units += 1;
+            if (pi < 0)
+                *units += 1;
             bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
         }
         if (!interrupted) {
