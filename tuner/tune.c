@@ -717,8 +717,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
         r->fam->fallback(M, s->N, s->K, &r->variant, &r->target, &def);
         const long d = find_cand(r, &def);
         const size_t ndef = d < 0 ? SIZE_MAX : (size_t)d;
-        if (d < 0)
-            *units += 1; /* its share of the run's total */
+        if (d < 0 || ndef < r->nspace)
+            *units += 1; /* its share of the run's total: none, or the space's own, measured first */
         for (size_t k = d < 0 ? 1 : 0; k <= r->nspace; k++) {
             size_t i = k == 0 ? ndef : k - 1;
             if (k > 0 && i == ndef)
