@@ -628,3 +628,28 @@ TEST(tune_progress_counts_a_default_in_the_space_once)
     CHECK_CONTAINS(out, "[N=7168 K=2304 1/1] M=16 (2/2)  50%  ETA ");
     free(out);
 }
+
+/* A shape that fails leaves the rest of its work out of the run's total: it stayed there, so
+ * the share lagged behind for the rest of the run (25%, not 33%, at the third of four shapes
+ * after the first failed here), never reached 100%, and the ETA counted work never to be done.
+ * The first shape's weight (768 x 256) is the one that does not fit the stand-in's memory. */
+TEST(tune_progress_leaves_out_a_failed_shape)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/failed-shape", bt_test_tmpdir());
+    /* four shapes: (768, 256), (256, 256), (512, 256), (256, 256) */
+    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 256, "
+                                                            "\"num_attention_heads\": 2, \"head_dim\": 128}\n");
+    snprintf(args, sizeof args,
+             "--space '%s' --model '%s' --batch-sizes 1 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), model, cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "BT_FAKE_CUDA_MEM=150000", args, &out), 0);
+    CHECK_CONTAINS(out, "tune: N=768 K=256: M=1: setting up the problem on the GPU: allocating B: ");
+    CHECK_CONTAINS(out, "[N=512 K=256 3/4] M=1 (1/1)  33%  ETA ");
+    CHECK_CONTAINS(out, "[N=256 K=256 4/4] M=1 (1/1)  66%  ETA ");
+    CHECK_CONTAINS(out, "tune: 1 of 4 shapes failed");
+    free(out);
+}

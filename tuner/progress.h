@@ -18,9 +18,9 @@ bt_progress *bt_progress_new(FILE *f, int tty, int quiet, double total_units);
 void bt_progress_stage(bt_progress *p, const char *what, const char *sub);
 /* Reports units finished so far (cumulative) and the stage's done/total count. */
 void bt_progress_update(bt_progress *p, double units_done, long done, long total);
-/* Takes units out of the run's total: work a resume finds done in a journal. The ETA is then
- * that of the work left at this run's own rate, not at one that counts the journal's results as
- * done in no time. */
+/* Takes units out of the run's total: work a resume finds done in a journal, or that a shape
+ * that failed leaves undone. The ETA is then that of the work left at this run's own rate, not
+ * at one that counts the journal's results as done in no time. */
 void bt_progress_skip(bt_progress *p, double units);
 /* Prints a message (no trailing newline) on its own line without garbling the progress
  * line. */

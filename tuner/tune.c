@@ -672,7 +672,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     bt_result *prior = NULL;
     size_t nprior = 0;
     batch_result *br = bt_xcalloc((size_t)r->nbatch, sizeof *br);
-    double t0 = bt_now();
+    double t0 = bt_now(), units0 = *units, resumed = 0;
     if (bt_config_filename(name, sizeof name, r->fam, s->N, s->K, r->dev.name, r->variant.in,
                            r->variant.block_n, r->variant.block_k, r->o->format) ||
         bt_sprintf(path, sizeof path, "%s/%s", r->o->out_dir, name) ||
@@ -732,6 +732,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             if (pi >= 0) {
                 res = prior[pi];
                 bt_progress_skip(r->prog, 1); /* measured by the run that journaled it */
+                resumed++;
             } else {
                 if (!problem_sent) {
                     if (send_problem(r, wc, M, err))
@@ -792,6 +793,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     j = NULL;
     rc = 0;
 out:
+    if (rc < 0) /* what a failed shape leaves undone is no longer ahead of the run */
+        bt_progress_skip(r->prog, (double)r->nbatch * (r->nspace + 1) - (*units - units0) - resumed);
     /* A log or pipe gets the shape's table now, between the progress lines, not at exit. */
     fflush(stdout);
     if (j)
