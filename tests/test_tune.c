@@ -653,3 +653,37 @@ TEST(tune_progress_leaves_out_a_failed_shape)
     CHECK_CONTAINS(out, "tune: 1 of 4 shapes failed");
     free(out);
 }
+
+/* The column in its line of what s points at. */
+static long column(const char *text, const char *s)
+{
+    const char *line = s;
+    while (line > text && line[-1] != '\n')
+        line--;
+    return (long)(s - line);
+}
+
+/* The summary's M column holds every batch size up to 2^20: M = 1048576 pushed its row one
+ * column right of the header and of the other rows. */
+TEST(tune_summary_columns_hold_the_largest_batch_size)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/large-m", bt_test_tmpdir());
+    snprintf(args, sizeof args,
+             "--space '%s' --N 128 --K 128 --batch-sizes 16,1048576 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+    /* the header's "best config" and each row's config start in the same column */
+    const char *head = out ? strstr(out, "best config") : NULL;
+    const char *small = out ? strstr(out, " 16  64,128,128,32,4,3 ") : NULL;
+    const char *large = out ? strstr(out, "\n1048576  64,128,128,32,4,3 ") : NULL;
+    CHECK(head && small && large);
+    if (head && small && large) {
+        CHECK_EQ(column(out, small + 5), column(out, head));
+        CHECK_EQ(column(out, large + 10), column(out, head));
+    }
+    free(out);
+}

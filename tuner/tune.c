@@ -429,7 +429,7 @@ static void print_summary(run *r, const bt_shape *s, const batch_result *br)
     long N = s->N, K = s->K;
     printf("\nN=%ld K=%ld %s -> %s on %s (%s), %s family\n", N, K, bt_in_name(r->variant.in),
            bt_out_name(r->variant.out), r->dev.name, r->target.arch, r->fam->name);
-    printf("%6s  %-34s %9s %8s %8s %11s %8s  %s\n", "M", "best config", "time us", "TFLOPS", "GB/s",
+    printf("%7s  %-34s %9s %8s %8s %11s %8s  %s\n", "M", "best config", "time us", "TFLOPS", "GB/s",
            "default us", "speedup", "ok/pruned/wrong/failed");
     for (int b = 0; b < r->nbatch; b++) {
         long M = r->batch[b];
@@ -445,11 +445,11 @@ static void print_summary(run *r, const bt_shape *s, const batch_result *br)
                 snprintf(spd, sizeof spd, "%.2fx", x->default_us / us);
         }
         if (x->best >= 0)
-            printf("%6ld  %-34s %9.2f %8.1f %8.0f %11s %8s  %d/%d/%d/%d%s\n", M, desc, us,
+            printf("%7ld  %-34s %9.2f %8.1f %8.0f %11s %8s  %d/%d/%d/%d%s\n", M, desc, us,
                    flops(M, N, K) / us * 1e-6, bytes(r, M, N, K) / us * 1e-3, def, spd, x->ok, x->pruned,
                    x->wrong, x->failed, x->done ? "" : " (unfinished)");
         else
-            printf("%6ld  %-34s %9s %8s %8s %11s %8s  %d/%d/%d/%d%s\n", M, "no verified candidate", "-", "-",
+            printf("%7ld  %-34s %9s %8s %8s %11s %8s  %d/%d/%d/%d%s\n", M, "no verified candidate", "-", "-",
                    "-", def, spd, x->ok, x->pruned, x->wrong, x->failed, x->done ? "" : " (unfinished)");
     }
 }
