@@ -410,9 +410,6 @@ TEST(tune_help_to_a_full_stdout_fails)
     unlink(err_path);
 }
 
-/* A kernel right the first time and wrong when timed again (a race shows only sometimes) is
- * skipped like one wrong at once: here every finalist is so, and nothing may be written. On a
- * stand-in driver (tests/fakecuda), whose kernels are right until BT_FAKE_CUDA_FLAKY. */
 /* The stand-in driver the build puts beside tune (tests/fakecuda); 0 when it is there. */
 static int fake_driver(char *fake, size_t n)
 {
@@ -422,6 +419,19 @@ static int fake_driver(char *fake, size_t n)
     return access(fake, R_OK);
 }
 
+/* The tiny space of the stand-in driver's runs: four candidates of the small space, all of them
+ * finalists, without the runtime's default config. */
+static const char *tiny_space(void)
+{
+    return bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
+                                        "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16, 32]\n"
+                                        "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
+                                        "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3, 4]\n");
+}
+
+/* A kernel right the first time and wrong when timed again (a race shows only sometimes) is
+ * skipped like one wrong at once: here every finalist is so, and nothing may be written. On a
+ * stand-in driver (tests/fakecuda), whose kernels are right until BT_FAKE_CUDA_FLAKY. */
 TEST(tune_finalist_wrong_when_timed_again_is_skipped)
 {
     char fake[4200], out_ok[4200], out_flaky[4200];
@@ -430,10 +440,7 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
     snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
     /* Four candidates of the small space (compiled by the dry runs above), all of them finalists. */
-    const char *space = bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
-                                                     "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16, 32]\n"
-                                                     "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
-                                                     "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3, 4]\n");
+    const char *space = tiny_space();
     const char *old = getenv("BT_LIBCUDA");
     char *saved = old ? bt_strdup(old) : NULL;
     setenv("BT_LIBCUDA", fake, 1);
@@ -495,16 +502,6 @@ TEST(tune_second_ctrl_c_stops_at_once)
     CHECK_EQ(bt_read_file(path, &worker, NULL, &err), 0);
     CHECK_STREQ(worker ? worker : "", "gone\n");
     free(rc), free(secs), free(worker);
-}
-
-/* The tiny space of the stand-in driver's runs: four candidates of the small space, all of them
- * finalists, without the runtime's default config. */
-static const char *tiny_space(void)
-{
-    return bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
-                                        "batch_sizes: [1]\nparameters:\n  BLOCK_SIZE_M: [16, 32]\n"
-                                        "  BLOCK_SIZE_N: [64]\n  BLOCK_SIZE_K: [128]\n"
-                                        "  GROUP_SIZE_M: [1]\n  num_warps: [4]\n  num_stages: [3, 4]\n");
 }
 
 /* Runs tune on the stand-in driver with env (assignments, may be "") and args (one shell word
