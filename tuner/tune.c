@@ -699,8 +699,10 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     if (nprior)
         bt_progress_note(r->prog, "resuming %s: %zu results from the journal", name, nprior);
 
-    int interrupted = 0;
-    for (int b = 0; b < r->nbatch && !interrupted; b++) {
+    /* setup_failed: a batch size's problem could not be set up (say, its buffers do not fit
+     * the GPU): those before it are written, and the shape fails. */
+    int interrupted = 0, setup_failed = 0;
+    for (int b = 0; b < r->nbatch && !interrupted && !setup_failed; b++) {
         long M = r->batch[b];
         char what[96], sub[64];
         snprintf(what, sizeof what, "N=%ld K=%ld %d/%d", s->N, s->K, si + 1, r->nshapes);
@@ -735,8 +737,10 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                 resumed++;
             } else {
                 if (!problem_sent) {
-                    if (send_problem(r, wc, M, err))
-                        goto out;
+                    if (send_problem(r, wc, M, err)) {
+                        setup_failed = 1;
+                        break;
+                    }
                     problem_sent = 1;
                 }
                 double prune = br[b].best >= 0 ? PRUNE_FACTOR * br[b].best_us : 0;
@@ -755,9 +759,11 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
                 *units += 1;
             bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
         }
-        if (!interrupted) {
-            if (!problem_sent && br[b].ok > 1 && send_problem(r, wc, M, err))
-                goto out;
+        if (!interrupted && !setup_failed) {
+            if (!problem_sent && br[b].ok > 1 && send_problem(r, wc, M, err)) {
+                setup_failed = 1;
+                break;
+            }
             retime(r, wc, &br[b], ndef, M);
             br[b].done = 1;
         }
@@ -774,6 +780,13 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
         goto out;
     if (any)
         printf("wrote %s (%.0f s measuring)\n", path, measure_s);
+    if (setup_failed) { /* the journal stays, with what was measured */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        bt_fail(err, "%s; %s, the journal %s resumes the rest (--resume)", why,
+                any ? "the batch sizes before it are written" : "nothing written", jpath);
+        goto out;
+    }
     if (!any && !interrupted) {
         /* Every candidate failed, faulted or was wrong: the shape failed. Its journal goes, so
          * that running again tries them all again. */
@@ -785,7 +798,8 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     if (interrupted) {
         bt_journal_close(j, 0);
         j = NULL;
-        printf("interrupted: finished batch sizes written; the journal %s resumes the rest (--resume)\n", jpath);
+        printf("interrupted: %s; the journal %s resumes the rest (--resume)\n",
+               any ? "finished batch sizes written" : "no batch size finished", jpath);
         rc = 1;
         goto out;
     }
