@@ -697,3 +697,30 @@ TEST(tune_summary_columns_hold_the_largest_batch_size)
     }
     free(out);
 }
+
+/* On a terminal the compiles show their count, share and an ETA, each kernel one unit of the
+ * work, as the measuring does (a full space takes minutes on a few cores). */
+TEST(tune_compile_progress_has_an_eta)
+{
+    char dir[4200], cmd[12000], path[4300], *out = NULL;
+    bt_err err;
+    if (system("command -v script > /dev/null 2>&1") != 0)
+        SKIP("no script(1) to run tune on a terminal");
+    char root[4096];
+    if (!realpath(bt_test_root(), root))
+        SKIP("no root directory");
+    snprintf(dir, sizeof dir, "%s/compile-eta", bt_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cd '%s' && script -qc \"'%s' --dry-run --arch sm_90a --space '%s/search_spaces/small.yaml' "
+             "--N 7168 --K 2304 --cache-dir '%s/cache' -j 1\" /dev/null < /dev/null > log 2>&1",
+             dir, dir, bt_test_tune(), root, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/log", dir);
+    CHECK_EQ(bt_read_file(path, &out, NULL, &err), 0);
+    CHECK_CONTAINS(out, "[compiling] sm_90a  candidates ");
+    int eta = 0; /* an estimate once a kernel is done (then past 2% of the work) */
+    for (const char *q = out; q && (q = strstr(q, "%  ETA ")); q++)
+        eta |= q[7] >= '0' && q[7] <= '9';
+    CHECK(eta);
+    free(out);
+}

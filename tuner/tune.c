@@ -163,7 +163,7 @@ static int jit_progress(void *ud, size_t done, size_t total)
 {
     run *r = ud;
     take_stop_signal(r);
-    bt_progress_update(r->prog, 0, (long)done, (long)total);
+    bt_progress_update(r->prog, (double)done, (long)done, (long)total);
     return *r->stop != 0 || r->caught;
 }
 
@@ -229,6 +229,8 @@ static int prepare_candidates(run *r, bt_err *err)
         jobs[i].name = "candidate";
         jobs[i].source = r->cands[i].source;
     }
+    /* a unit per kernel: the ETA of the compiles (a full space takes minutes on a few cores) */
+    r->prog = bt_progress_new(stderr, -1, r->o->quiet, (double)nc);
     bt_progress_stage(r->prog, "compiling", r->target.arch);
     double t0 = bt_now();
     int rc = 0;
@@ -879,7 +881,6 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         bt_wrap(err, "--cache-dir");
         goto out;
     }
-    r.prog = bt_progress_new(stderr, -1, o->quiet, 0);
     int prep = prepare_candidates(&r, err);
     if (*stop) {
         code = BT_EXIT_INTERRUPTED;
