@@ -82,6 +82,24 @@ TEST(tune_dry_run_lists_deepseek_shapes)
     free(out);
 }
 
+/* At tp = 1 DeepSeek-V3's list, as SGLang's, holds four shapes twice: each is tuned once, and
+ * the run says so. */
+TEST(tune_tp1_tunes_each_shape_once)
+{
+    char *out = NULL;
+    const char *args[] = {"--space", "search_spaces/small.yaml", "--tp-size", "1", "--dry-run", "--arch",
+                          "sm_90a", "--cache-dir", cache_dir(), "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "(24576, 7168), q_proj without q LoRA (N/tp), is the shape of q_proj without q LoRA too: "
+                        "tuned once\n");
+    int rows = 0; /* of the table, after the notes and before its closing "(kernels take ..." */
+    const char *end = out ? strstr(out, "\n(kernels") : NULL;
+    for (const char *p = out ? strstr(out, "shape (N, K)") : NULL; p && (p = strstr(p, "\n(")) && p < end; p++)
+        rows++;
+    CHECK_EQ(rows, 9); /* 13 listed, 4 of them twice */
+    free(out);
+}
+
 /* The cubins in a compile cache: each finished compile leaves one .meta (written last). */
 static long count_metas(const char *dir)
 {
@@ -570,8 +588,8 @@ TEST(tune_tables_reach_a_log_as_shapes_finish)
     if (fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/log-order", bt_test_tmpdir());
-    /* four shapes: (768, 256), (256, 256), (512, 256), (256, 256) */
-    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 256, "
+    /* four shapes: (768, 256), (256, 256), (384, 256), (256, 192) */
+    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 192, "
                                                             "\"num_attention_heads\": 2, \"head_dim\": 128}\n");
     snprintf(args, sizeof args,
              "--space '%s' --model '%s' --batch-sizes 1 --rest 0 --cache-dir '%s' --out-dir configs",
@@ -649,8 +667,8 @@ TEST(tune_progress_leaves_out_a_failed_shape)
     if (fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/failed-shape", bt_test_tmpdir());
-    /* four shapes: (768, 256), (256, 256), (512, 256), (256, 256) */
-    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 256, "
+    /* four shapes: (768, 256), (256, 256), (384, 256), (256, 192) */
+    const char *model = bt_scratch_file("small-model.json", "{\"hidden_size\": 256, \"intermediate_size\": 192, "
                                                             "\"num_attention_heads\": 2, \"head_dim\": 128}\n");
     snprintf(args, sizeof args,
              "--space '%s' --model '%s' --batch-sizes 1 --rest 0 --cache-dir '%s' --out-dir configs",
@@ -658,8 +676,8 @@ TEST(tune_progress_leaves_out_a_failed_shape)
     char *out = NULL;
     CHECK_EQ(run_fake(fake, dir, 0, "BT_FAKE_CUDA_MEM=150000", args, &out), 0);
     CHECK_CONTAINS(out, "tune: N=768 K=256: M=1: setting up the problem on the GPU: allocating B: ");
-    CHECK_CONTAINS(out, "[N=512 K=256 3/4] M=1 (1/1)  33%  ETA ");
-    CHECK_CONTAINS(out, "[N=256 K=256 4/4] M=1 (1/1)  66%  ETA ");
+    CHECK_CONTAINS(out, "[N=384 K=256 3/4] M=1 (1/1)  33%  ETA ");
+    CHECK_CONTAINS(out, "[N=256 K=192 4/4] M=1 (1/1)  66%  ETA ");
     CHECK_CONTAINS(out, "tune: 1 of 4 shapes failed");
     free(out);
 }

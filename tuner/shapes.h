@@ -19,7 +19,7 @@ int bt_shape_check(const bt_shape *s, bt_err *err);
 
 /* DeepSeek-V3's 13 weight shapes at tp (*out: caller frees); fails when tp does not divide a
  * split dimension or leaves a shape bt_shape_check refuses. Like SGLang's list, it repeats
- * four shapes at tp = 1. */
+ * four shapes at tp = 1 (tune tunes each once). */
 int bt_shapes_deepseek_v3(int tp, bt_shape **out, int *n, bt_err *err);
 
 /* QKV, O, gate_up and down projections of a dense Llama/Qwen-style model at tp, from

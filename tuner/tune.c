@@ -88,6 +88,25 @@ static int resolve_space(run *r, bt_err *err)
     return bt_fail(err, "--space: default search space %s not found (pass --space FILE)", want);
 }
 
+/* A shape listed twice (DeepSeek-V3's list at tp = 1, as SGLang's, has four; a model's
+ * projections can share one) is tuned once: a second tune would only write its file again. */
+static void drop_repeated_shapes(run *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->nshapes; i++) {
+        int first = -1;
+        for (int k = 0; k < n && first < 0; k++)
+            if (r->shapes[k].N == r->shapes[i].N && r->shapes[k].K == r->shapes[i].K)
+                first = k;
+        if (first < 0)
+            r->shapes[n++] = r->shapes[i];
+        else
+            printf("(%ld, %ld), %s, is the shape of %s too: tuned once\n", r->shapes[i].N, r->shapes[i].K,
+                   r->shapes[i].label, r->shapes[first].label);
+    }
+    r->nshapes = n;
+}
+
 static int setup_shapes(run *r, bt_err *err)
 {
     const bt_options *o = r->o;
@@ -104,9 +123,13 @@ static int setup_shapes(run *r, bt_err *err)
             return -1;
         printf("Shapes of %s at tp=%d:\n%s\n", o->model, o->tp, why);
         free(why);
+        drop_repeated_shapes(r);
         return 0;
     }
-    return bt_shapes_deepseek_v3(o->tp, &r->shapes, &r->nshapes, err);
+    if (bt_shapes_deepseek_v3(o->tp, &r->shapes, &r->nshapes, err))
+        return -1;
+    drop_repeated_shapes(r);
+    return 0;
 }
 
 /* The target comes from --arch or the device; without a driver only --dry-run --arch works. */
