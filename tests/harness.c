@@ -41,6 +41,14 @@ void bt_check_fail(bt_t *t, const char *file, int line, const char *fmt, ...)
 
 const char *bt_test_root(void) { return root; }
 const char *bt_test_tune(void) { return tune; }
+
+int bt_test_fake_driver(char *fake, size_t n)
+{
+    snprintf(fake, n, "%s", tune);
+    char *slash = strrchr(fake, '/');
+    snprintf(slash ? slash + 1 : fake, n - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
+    return access(fake, R_OK);
+}
 const char *bt_test_tmpdir(void) { return tmpdir; }
 
 int bt_run_tune(char **out, const char *const *args)

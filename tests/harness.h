@@ -68,6 +68,8 @@ void bt_check_fail(bt_t *t, const char *file, int line, const char *fmt, ...)
 /* Paths the tests need, resolved from the environment by the runner. */
 const char *bt_test_root(void);    /* repository root */
 const char *bt_test_tune(void);    /* the tune binary under test */
+/* The stand-in CUDA driver the build puts beside tune (tests/fakecuda) into fake; 0 when it is there. */
+int bt_test_fake_driver(char *fake, size_t n);
 const char *bt_test_tmpdir(void);  /* a fresh scratch directory for this run */
 
 /* Runs the tune binary with args (NULL-terminated), capturing stdout+stderr into *out

@@ -428,15 +428,6 @@ TEST(tune_help_to_a_full_stdout_fails)
     unlink(err_path);
 }
 
-/* The stand-in driver the build puts beside tune (tests/fakecuda); 0 when it is there. */
-static int fake_driver(char *fake, size_t n)
-{
-    snprintf(fake, n, "%s", bt_test_tune());
-    char *slash = strrchr(fake, '/');
-    snprintf(slash ? slash + 1 : fake, n - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
-    return access(fake, R_OK);
-}
-
 /* The tiny space of the stand-in driver's runs: four candidates of the small space, all of them
  * finalists, without the runtime's default config. */
 static const char *tiny_space(void)
@@ -453,7 +444,7 @@ static const char *tiny_space(void)
 TEST(tune_finalist_wrong_when_timed_again_is_skipped)
 {
     char fake[4200], out_ok[4200], out_flaky[4200];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
     snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
@@ -489,7 +480,7 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
 TEST(tune_second_ctrl_c_stops_at_once)
 {
     char fake[4200], dir[4200], cmd[16384];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/ctrl-c-twice", bt_test_tmpdir());
     const char *space = bt_scratch_file("one.yaml", "name: one\ndescription: one\nfamily: classic\n"
@@ -551,7 +542,7 @@ static int run_fake(const char *fake, const char *dir, int tty, const char *env,
 TEST(tune_shape_error_clears_the_progress_line)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     if (system("command -v script > /dev/null 2>&1") != 0)
         SKIP("no script(1) to run tune on a terminal");
@@ -585,7 +576,7 @@ TEST(tune_shape_error_clears_the_progress_line)
 TEST(tune_tables_reach_a_log_as_shapes_finish)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/log-order", bt_test_tmpdir());
     /* four shapes: (768, 256), (256, 256), (384, 256), (256, 192) */
@@ -613,7 +604,7 @@ TEST(tune_tables_reach_a_log_as_shapes_finish)
 TEST(tune_resume_eta_leaves_out_the_journal)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/resume-eta", bt_test_tmpdir());
     char *out = NULL;
@@ -639,7 +630,7 @@ TEST(tune_resume_eta_leaves_out_the_journal)
 TEST(tune_progress_counts_a_default_in_the_space_once)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/default-in-space", bt_test_tmpdir());
     /* 64 x 128 x 128, GROUP_SIZE_M 32, 4 warps, 3 stages: SGLang's default */
@@ -664,7 +655,7 @@ TEST(tune_progress_counts_a_default_in_the_space_once)
 TEST(tune_progress_leaves_out_a_failed_shape)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/failed-shape", bt_test_tmpdir());
     /* four shapes: (768, 256), (256, 256), (384, 256), (256, 192) */
@@ -696,7 +687,7 @@ static long column(const char *text, const char *s)
 TEST(tune_summary_columns_hold_the_largest_batch_size)
 {
     char fake[4200], dir[4200], args[8192];
-    if (fake_driver(fake, sizeof fake) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/large-m", bt_test_tmpdir());
     snprintf(args, sizeof args,

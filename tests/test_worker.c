@@ -115,10 +115,7 @@ TEST(worker_dies_with_its_parent)
 TEST(worker_measures_more_kernels_than_it_keeps)
 {
     char fake[4200], dir[4200], path[4300], req[4400], reply[2048] = "";
-    snprintf(fake, sizeof fake, "%s", bt_test_tune());
-    char *slash = strrchr(fake, '/');
-    snprintf(slash ? slash + 1 : fake, sizeof fake - (size_t)(slash ? slash + 1 - fake : 0), "tests/libfakecuda.so");
-    if (access(fake, R_OK) != 0)
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(dir, sizeof dir, "%s/cubins", bt_test_tmpdir());
     mkdir(dir, 0755);
