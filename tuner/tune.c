@@ -896,7 +896,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     code = BT_EXIT_FAIL;
     if (setup_target(&r, err))
         goto out;
-    if (!o->dry_run && bt_check_writable_dir(o->out_dir, err)) {
+    if (!o->dry_run && bt_mkdirs(o->out_dir, err)) { /* checked writable above */
         bt_wrap(err, "--out-dir");
         goto out;
     }
