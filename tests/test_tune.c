@@ -428,8 +428,8 @@ TEST(tune_help_to_a_full_stdout_fails)
     unlink(err_path);
 }
 
-/* The tiny space of the stand-in driver's runs: four candidates of the small space, all of them
- * finalists, without the runtime's default config. */
+/* The tiny space of the stand-in driver's runs: four candidates of the small space, not the
+ * runtime's default config, which the runs time beside them; all five are finalists. */
 static const char *tiny_space(void)
 {
     return bt_scratch_file("tiny.yaml", "name: tiny\ndescription: four\nfamily: classic\n"
@@ -448,23 +448,26 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
         SKIP("no stand-in driver at %.200s", fake);
     snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
     snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
-    /* Four candidates of the small space (compiled by the dry runs above), all of them finalists. */
     const char *space = tiny_space();
     const char *old = getenv("BT_LIBCUDA");
     char *saved = old ? bt_strdup(old) : NULL;
     setenv("BT_LIBCUDA", fake, 1);
     char *out = NULL;
     const char *a_ok[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir", cache_dir(),
-                          "--out-dir", out_ok, "--quiet", NULL};
+                          "--out-dir", out_ok, "--quiet", "--top", "2", NULL};
     CHECK_EQ(bt_run_tune(&out, a_ok), 0); /* the stand-in's kernels are right */
     CHECK_CONTAINS(out, "wrote ");
+    CHECK_CONTAINS(out, "  M=1, fastest 2 of 5 verified");
+    CHECK_CONTAINS(out, " us  1.000x the best  (finalist)\n");
     free(out);
     setenv("BT_FAKE_CUDA_FLAKY", "1", 1);
     const char *a_flaky[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir", cache_dir(),
-                             "--out-dir", out_flaky, "--quiet", NULL};
+                             "--out-dir", out_flaky, "--quiet", "--top", "2", NULL};
     CHECK_EQ(bt_run_tune(&out, a_flaky), 1);
     CHECK_CONTAINS(out, "wrong when timed again, skipped (rel_err 0 (tolerance 2e-03), 1 unwritten/non-finite");
     CHECK_CONTAINS(out, "tune: N=7168 K=2304: no candidate was verified at any batch size; nothing written\n");
+    CHECK_CONTAINS(out, "  M=1, fastest 0 of 0 verified");
+    CHECK(!strstr(out, "the best"));
     free(out);
     unsetenv("BT_FAKE_CUDA_FLAKY");
     if (saved)

@@ -497,7 +497,10 @@ static void print_top(run *r, const batch_result *br)
             char desc[128];
             const timed *x = &br[b].all[k];
             bt_cand_csv(r->fam, &r->cands[x->cand].cand, desc, sizeof desc);
-            printf("    %-34s %9.2f us  %.3fx the best%s\n", desc, x->us, x->us / br[b].best_us,
+            char ratio[32] = "";
+            if (br[b].best >= 0) /* none when every finalist was skipped and only pruned ones are left */
+                snprintf(ratio, sizeof ratio, "  %.3fx the best", x->us / br[b].best_us);
+            printf("    %-34s %9.2f us%s%s\n", desc, x->us, ratio,
                    x->pruned ? "  (one replay: pruned)" : x->retimed ? "  (finalist)" : "");
         }
     }
@@ -642,7 +645,7 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
                                  bt_res_name(res.status), res.note);
             }
         }
-    b->best = -1;
+    b->best = -1, b->best_us = 0;
     for (int f = 0; f < nfin; f++) {
         double v[BT_FINAL_ROUNDS];
         if (bad[f]) {
