@@ -153,8 +153,11 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
             }
             if (fx->g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
                 bt_problem_fill(&fx->g, &p, v, (unsigned long long)(s * 100 + mi + 7 * n), &err) ||
-                (extreme && (fx->g.cu.cuMemsetD8(p.args.A, extreme & 0xff, p.a_bytes) != CUDA_SUCCESS ||
-                             fx->g.cu.cuMemsetD8(p.args.B, extreme >> 8, p.b_bytes) != CUDA_SUCCESS)) ||
+                /* on the problem's stream: a plain cuMemsetD8 is not ordered after the fill in
+                 * that non-blocking stream, and raced it */
+                (extreme &&
+                 (fx->g.cu.cuMemsetD8Async(p.args.A, extreme & 0xff, p.a_bytes, fx->g.stream) != CUDA_SUCCESS ||
+                  fx->g.cu.cuMemsetD8Async(p.args.B, extreme >> 8, p.b_bytes, fx->g.stream) != CUDA_SUCCESS)) ||
                 bt_reference(&fx->g, &p, v, ref, &err)) {
                 bt_check_fail(t, __FILE__, __LINE__, "problem setup: %s", err.msg);
             } else {
