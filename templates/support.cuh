@@ -43,32 +43,60 @@ __device__ __forceinline__ double decode(u8 v, int int8) { return int8 ? (double
 } // namespace support
 } // namespace bt
 
-// Quantized operand codes as a quantizer would produce them from N(0, 1) data scaled to a
-// quarter of the format's range: FP8 e4m3 (max 448) or INT8 (max 127), never all zeros.
-extern "C" __global__ void bt_fill_codes(bt::u8 *q, long n, int int8, unsigned long long seed)
+// A quantized operand code as a quantizer would produce it from N(0, 1) data scaled to a quarter
+// of the format's range: FP8 e4m3 (max 448) or INT8 (max 127), never all zeros.
+__device__ __forceinline__ bt::u8 random_code(bt::u64 seed, bt::u64 i, int int8)
 {
-    using namespace bt;
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        float x = support::normal(seed, (u64)i);
-        u8 v;
-        if (int8) {
-            float r = rintf(x * 127.f / 4.f);
-            v = (u8)(signed char)fmaxf(-127.f, fminf(127.f, r));
-        } else {
-            unsigned short pair;
-            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.f), "f"(x * 448.f / 4.f));
-            v = (u8)(pair & 0xff);
-        }
-        q[i] = v;
-    }
+    float x = bt::support::normal(seed, i);
+    if (int8)
+        return (bt::u8)(signed char)fmaxf(-127.f, fminf(127.f, rintf(x * 127.f / 4.f)));
+    unsigned short pair;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.f), "f"(x * 448.f / 4.f));
+    return (bt::u8)(pair & 0xff);
 }
 
-// Positive scales, log-uniform in [lo, hi].
-extern "C" __global__ void bt_fill_scales(float *s, long n, float lo, float hi, unsigned long long seed)
+// A positive scale, log-uniform in [lo, hi].
+__device__ __forceinline__ float random_scale(bt::u64 seed, bt::u64 i, float lo, float hi)
+{
+    return lo * powf(hi / lo, bt::support::uniform(seed, i, 0));
+}
+
+// A GEMM problem's inputs from one seed: codes of A (na) and B (nb), scales of A (nas, in
+// [alo, ahi]) and B (nbs, in [blo, bhi]); element i of each is the same whatever the grid.
+// For the check under programmatic launch (bt_problem_refill) the kernel lets a successor
+// launched so start at once, holds its writes back hold_ns, and writes the elements last to
+// first, so the ones a GEMM reads first (the first rows and K blocks) come last: a successor
+// that reads its inputs before griddepcontrol.wait reads the poison they held.
+extern "C" __global__ void __launch_bounds__(1024) bt_fill_inputs(bt::u8 *A, long na, bt::u8 *B, long nb, float *As, long nas,
+                                          float *Bs, long nbs, int int8, unsigned long long seed, float alo,
+                                          float ahi, float blo, float bhi, unsigned long long hold_ns)
 {
     using namespace bt;
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        s[i] = lo * powf(hi / lo, support::uniform(seed, (u64)i, 0));
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+    if (hold_ns) {
+        u64 t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do {
+            __nanosleep(1000);
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        } while (t - t0 < hold_ns);
+    }
+    const long total = na + nb + nas + nbs;
+    for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < total; j += (long)gridDim.x * blockDim.x) {
+        long i = total - 1 - j;
+        if (i < na) {
+            A[i] = random_code(4 * seed + 1, (u64)i, int8);
+        } else if ((i -= na) < nb) {
+            B[i] = random_code(4 * seed + 2, (u64)i, int8);
+        } else if ((i -= nb) < nas) {
+            As[i] = random_scale(4 * seed + 3, (u64)i, alo, ahi);
+        } else {
+            i -= nas;
+            Bs[i] = random_scale(4 * seed + 4, (u64)i, blo, bhi);
+        }
+    }
 }
 
 // R[m, n] = sum_k (A[m, k] * As[m, k/qbk]) * (B[n, k] * Bs[n/qbn, k/qbk]) in float64, one thread

@@ -111,10 +111,12 @@ TEST(gpu_reference_matches_cpu_float64)
  * (shape, M), output poisoned before each run, relative error under the output's tolerance,
  * no unwritten element, no byte written past C. A nonzero `extreme` then sets every code of A
  * to its low byte and every code of B to its high byte (the scales stay random): the largest
- * K-block sums an 8-bit type allows. */
+ * K-block sums an 8-bit type allows. With `pdl` instead, each run is checked as tune --pdl
+ * checks it: the inputs written again late by the kernel before (bt_problem_refill), the
+ * candidate launched programmatically. */
 static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *cands, size_t n,
                        const bt_variant *v, const long (*shapes)[2], int nshapes, const long *Ms, int nM,
-                       unsigned extreme, int *runs)
+                       unsigned extreme, int pdl, int *runs)
 {
     bt_err err = {{0}};
     bt_jit_job *jobs = bt_xcalloc(n, sizeof *jobs);
@@ -151,8 +153,9 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
                 bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
                 continue;
             }
+            const unsigned long long seed = (unsigned long long)(s * 100 + mi + 7 * n);
             if (fx->g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS ||
-                bt_problem_fill(&fx->g, &p, v, (unsigned long long)(s * 100 + mi + 7 * n), &err) ||
+                bt_problem_fill(&fx->g, &p, v, seed, &err) ||
                 /* on the problem's stream: a plain cuMemsetD8 is not ordered after the fill in
                  * that non-blocking stream, and raced it */
                 (extreme &&
@@ -168,7 +171,8 @@ static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_ca
                     char desc[256];
                     bt_cand_format(f, &cands[i], desc, sizeof desc);
                     if (bt_problem_poison(&fx->g, &p, fx->g.stream, &err) ||
-                        bt_kernel_launch(&fx->g, &ks[i], &p.args, fx->g.stream, 0, &err) ||
+                        (pdl && bt_problem_refill(&fx->g, &p, v, seed, fx->g.stream, &err)) ||
+                        bt_kernel_launch(&fx->g, &ks[i], &p.args, fx->g.stream, pdl, &err) ||
                         bt_compare(&fx->g, &p, v, ref, &chk, &err)) {
                         bt_check_fail(t, __FILE__, __LINE__, "%s M=%ld N=%ld K=%ld: %s", desc, M, N, K, err.msg);
                         goto next_shape;
@@ -238,7 +242,7 @@ TEST(gpu_small_space_every_candidate_verified)
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {
             bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
-            verify_set(t, &fx, &bt_family_classic, c, n, &v, issue_shapes, 3, issue_Ms, 4, 0, &runs);
+            verify_set(t, &fx, &bt_family_classic, c, n, &v, issue_shapes, 3, issue_Ms, 4, 0, 0, &runs);
         }
     printf("    %zu candidates, %d verified runs\n", n, runs);
     free(c);
@@ -267,7 +271,7 @@ TEST(gpu_default_space_sample_verified)
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {
             bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
-            verify_set(t, &fx, &bt_family_classic, c, take, &v, shapes, 2, Ms, 2, 0, &runs);
+            verify_set(t, &fx, &bt_family_classic, c, take, &v, shapes, 2, Ms, 2, 0, 0, &runs);
         }
     printf("    %zu sampled of %zu runnable, %d verified runs\n", take, n, runs);
     free(c);
@@ -333,22 +337,103 @@ TEST(gpu_native_space_verified)
                 }
             }
             free(fit);
-            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, &runs);
+            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, 0, &runs);
             /* K blocks: 13 (an odd count for the two in-flight partials, and for the offset sums
              * of INT8_CONVERT 1), 4 with a partial last one, 1 */
             if (all || in == BT_IN_INT8)
-                verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, 0, &runs);
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4, 0, 0, &runs);
             /* INT8 partials at their extremes, +2^21 (-128 x -128) and -128 x 127 x 128: two of
              * them summed are still exact on the offset (see native.cuh, partial_f32) */
             if (in == BT_IN_INT8)
                 for (int e = 0; e < 2; e++)
                     verify_set(t, &fx, &bt_family_native, sub, take, &v, odd_k_shapes, 3, issue_Ms, 4,
-                               e ? 0x7f80u : 0x8080u, &runs);
+                               e ? 0x7f80u : 0x8080u, 0, &runs);
             if (all) /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
-                verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, 0, &runs);
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, 0, 0, &runs);
+            if (all) /* as tune --pdl checks them */
+                verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, 1, &runs);
             free(sub);
         }
     printf("    %zu native candidates, %d verified runs\n", n, runs);
     free(c);
+    close_gpu(&fx);
+}
+
+/* Compiles and loads one candidate as family f (the caller unloads it). */
+static int load_one(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *c, const bt_variant *v,
+                    bt_kernel *k)
+{
+    bt_err err = {{0}};
+    char *src = bt_jit_source(f, c, v, NULL), *cubin = NULL;
+    bt_jit_job job = {.name = "candidate", .source = src};
+    int rc = -1;
+    if (bt_jit_run(fx->jit, &job, 1, 0, NULL, NULL, &err))
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+    else if (job.status == BT_JIT_FAILED)
+        bt_check_fail(t, __FILE__, __LINE__, "%s failed to compile: %.300s", f->name, job.log);
+    else if (bt_read_file(job.path, &cubin, NULL, &err) || bt_kernel_load(&fx->g, cubin, f, c, v, k, &err))
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+    else
+        rc = 0;
+    free(cubin);
+    bt_jit_job_clear(&job);
+    free(src);
+    return rc;
+}
+
+/* The check under programmatic launch (tune --pdl checks its candidates so): after
+ * bt_problem_refill a native kernel launched programmatically passes, since it touches its
+ * inputs only once the kernel before it is complete; a classic kernel, which does not wait for
+ * it, launched so fails; launched plainly after the refill, it passes (the refill writes the
+ * same inputs again). */
+TEST(gpu_check_under_programmatic_launch)
+{
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    const bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
+    const bt_cand nat = {{128, 128, 5, 4, 1, 1, 0, 1}}, cla = {{64, 128, 128, 32, 4, 3}};
+    if (bt_family_native.check(&nat, &v, &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
+        close_gpu(&fx);
+        SKIP("programmatic launch takes sm_90; this device is %s", fx.g.target.arch);
+    }
+    bt_family classic_pdl = bt_family_classic;
+    classic_pdl.programmatic = 1; /* launched programmatically, as it never is */
+    bt_kernel kn = {0}, kc = {0};
+    bt_problem p = {0};
+    CUdeviceptr ref = 0;
+    bt_err err = {{0}};
+    const long M = 256, N = 7168, K = 7168;
+    const unsigned long long seed = 4242;
+    if (load_one(t, &fx, &bt_family_native, &nat, &v, &kn) || load_one(t, &fx, &classic_pdl, &cla, &v, &kc))
+        goto out;
+    if (bt_problem_alloc(&fx.g, M, N, K, &v, &p, &err) || fx.g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) ||
+        bt_problem_fill(&fx.g, &p, &v, seed, &err) || bt_reference(&fx.g, &p, &v, ref, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "problem setup: %s", err.msg);
+        goto out;
+    }
+    struct {
+        const bt_kernel *k;
+        int programmatic, pass;
+    } runs[] = {{&kn, 1, 1}, {&kc, 1, 0}, {&kc, 0, 1}, {&kn, 0, 1}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        bt_check chk;
+        if (bt_problem_poison(&fx.g, &p, fx.g.stream, &err) ||
+            bt_problem_refill(&fx.g, &p, &v, seed, fx.g.stream, &err) ||
+            bt_kernel_launch(&fx.g, runs[i].k, &p.args, fx.g.stream, runs[i].programmatic, &err) ||
+            bt_compare(&fx.g, &p, &v, ref, &chk, &err)) {
+            bt_check_fail(t, __FILE__, __LINE__, "run %zu: %s", i, err.msg);
+            break;
+        }
+        printf("    %s, %s launch: rel_err %.3g, %llu non-finite\n", runs[i].k->family->name,
+               runs[i].programmatic ? "programmatic" : "plain", chk.rel_err, chk.nonfinite);
+        CHECK_EQ(bt_check_passed(&chk, v.out), runs[i].pass);
+    }
+out:
+    bt_kernel_unload(&fx.g, &kn);
+    bt_kernel_unload(&fx.g, &kc);
+    if (ref)
+        fx.g.cu.cuMemFree(ref);
+    bt_problem_free(&fx.g, &p);
     close_gpu(&fx);
 }

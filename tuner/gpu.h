@@ -17,7 +17,7 @@ typedef struct {
     bt_target target;
     CUstream stream;
     CUmodule support;
-    CUfunction fill_codes, fill_scales, ref_gemm, compare, guard_check;
+    CUfunction fill_inputs, ref_gemm, compare, guard_check;
 } bt_gpu;
 
 /* Opens the driver and device `ordinal` in its primary context, or (ordinal < 0) the context
@@ -72,6 +72,12 @@ void bt_problem_free(bt_gpu *g, bt_problem *p);
 /* New random codes and scales from seed (never zeros). */
 int bt_problem_fill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed,
                     bt_err *err);
+/* Writes the inputs of bt_problem_fill(seed) again, for a check under programmatic launch: poisons
+ * them, then refills them in a kernel that lets a GEMM launched programmatically right after it
+ * start at once and holds its writes back well past that GEMM's start. A GEMM that touches its
+ * inputs before griddepcontrol.wait (the kernel before it complete) then reads poison. */
+int bt_problem_refill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed, CUstream stream,
+                      bt_err *err);
 /* Fills C with 0xFF (NaN in every output type) and the guard after it with a pattern. */
 int bt_problem_poison(bt_gpu *g, bt_problem *p, CUstream stream, bt_err *err);
 

@@ -176,7 +176,8 @@ typedef struct {
     bt_jit *jit;
     int have_problem;
     bt_variant variant;
-    int pdl; /* time with programmatic dependent launch */
+    int pdl; /* check and time with programmatic dependent launch */
+    unsigned long long seed; /* of the problem's inputs */
     bt_problem prob;
     bt_rotation rot;
     CUdeviceptr ref;
@@ -262,6 +263,7 @@ static int do_problem(wstate *s, const char *args)
         reply("error %s", oneline(&err));
         return -1;
     }
+    s->seed = seed;
     reply("ok");
     return 0;
 }
@@ -332,8 +334,11 @@ static int do_run(wstate *s, const char *args)
     }
     bt_check chk;
     bt_timing t;
+    /* Timed with programmatic launch, a kernel is checked so too: right after a kernel that
+     * writes its inputs late, so one that reads them before that kernel is complete fails. */
     if (bt_problem_poison(&s->gpu, &s->prob, s->gpu.stream, &err) ||
-        bt_kernel_launch(&s->gpu, k, &s->prob.args, s->gpu.stream, 0, &err)) {
+        (s->pdl && bt_problem_refill(&s->gpu, &s->prob, &s->variant, s->seed, s->gpu.stream, &err)) ||
+        bt_kernel_launch(&s->gpu, k, &s->prob.args, s->gpu.stream, s->pdl, &err)) {
         reply("launch %s", oneline(&err));
         return 0;
     }
