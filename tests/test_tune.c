@@ -468,7 +468,14 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     CHECK_CONTAINS(out, "wrong when timed again, skipped (rel_err 0 (tolerance 2e-03), 1 unwritten/non-finite");
     CHECK_CONTAINS(out, "tune: N=7168 K=2304: no candidate was verified at any batch size; nothing written\n");
     CHECK_CONTAINS(out, "  M=1, fastest 0 of 0 verified");
+    free(out);
+    /* Every second kernel 10x slower: those timed after a fast one are pruned, not finalists, and
+     * outlast the skipped finalists; --top lists them without a ratio to a best there is none of. */
+    setenv("BT_FAKE_CUDA_SLOW", "1", 1);
+    CHECK_EQ(bt_run_tune(&out, a_flaky), 1);
+    CHECK_CONTAINS(out, "  (one replay: pruned)\n");
     CHECK(!strstr(out, "the best"));
+    unsetenv("BT_FAKE_CUDA_SLOW");
     free(out);
     unsetenv("BT_FAKE_CUDA_FLAKY");
     if (saved)

@@ -2,7 +2,8 @@
  * compute capability 9.0, "device" memory in host memory, kernels that do nothing and events
  * 10 us apart. The support kernels' checks therefore pass, except that with
  * BT_FAKE_CUDA_FLAKY set a GEMM kernel's output reads as unwritten from its second check on: a
- * kernel right the first time only; with BT_FAKE_CUDA_HANG every GEMM launch hangs; with
+ * kernel right the first time only; with BT_FAKE_CUDA_SLOW the GEMM kernel of every second
+ * module loaded times 10x slower; with BT_FAKE_CUDA_HANG every GEMM launch hangs; with
  * BT_FAKE_CUDA_MEM=bytes an allocation larger than that fails, as on a GPU out of memory. */
 #include <cuda.h>
 #include <stdlib.h>
@@ -14,12 +15,14 @@ struct CUfunc_st {
     char name[64];
 };
 struct CUmod_st {
+    int index; /* in load order */
     int checks; /* of the GEMM kernel in it */
     int nfns;
     struct CUfunc_st fns[8];
 };
 
 static struct CUmod_st *last_gemm; /* the module of the last GEMM launched */
+static int modules;                  /* loaded so far */
 static char dummy;
 
 CUresult CUDAAPI cuInit(unsigned int Flags) { (void)Flags; return CUDA_SUCCESS; }
@@ -47,7 +50,13 @@ CUresult CUDAAPI cuCtxPushCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext *c) { *c = NULL; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image) { (void)image; *m = calloc(1, sizeof **m); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image)
+{
+    (void)image;
+    *m = calloc(1, sizeof **m);
+    (*m)->index = modules++;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuModuleUnload(CUmodule m) { if (last_gemm == m) last_gemm = NULL; free(m); return CUDA_SUCCESS; }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
@@ -108,7 +117,12 @@ CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int fl) { (void)fl; *e = (CU
 CUresult CUDAAPI cuEventDestroy(CUevent e) { (void)e; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) { (void)e, (void)s; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) { (void)a, (void)b; *ms = 0.01f; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    (void)a, (void)b;
+    *ms = getenv("BT_FAKE_CUDA_SLOW") && last_gemm && last_gemm->index % 2 ? 0.1f : 0.01f;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t r, void *g, const cuuint64_t *d,
                                         const cuuint64_t *s, const cuuint32_t *b, const cuuint32_t *e, CUtensorMapInterleave i,
                                         CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill o)
