@@ -40,61 +40,90 @@ __device__ __forceinline__ double decode_e4m3(u8 v)
 
 __device__ __forceinline__ double decode(u8 v, int int8) { return int8 ? (double)(signed char)v : decode_e4m3(v); }
 
-} // namespace support
-} // namespace bt
+// The e4m3 code of x, rounded to nearest even and saturated at 448: the hardware conversion
+// from sm_89 on, the format's definition before (sm_80 and sm_86 run INT8 only, but the fill
+// compiles for them too).
+__device__ __forceinline__ u8 encode_e4m3(float x)
+{
+#if __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.f), "f"(x));
+    return (u8)(pair & 0xff);
+#else
+    const int sign = signbit(x) ? 0x80 : 0;
+    const float a = fminf(fabsf(x), 448.f);
+    if (a < 0.015625f) // under 2^-6: subnormal steps of 2^-9; 8 steps is the smallest normal's code
+        return (u8)(sign | (int)rintf(a * 512.f));
+    int e;
+    const float f = frexpf(a, &e); // a = f * 2^e, f in [0.5, 1)
+    int man = (int)rintf((2.f * f - 1.f) * 8.f), exp = e - 1 + 7;
+    if (man == 8)
+        man = 0, exp++;
+    const int code = exp << 3 | man;
+    return (u8)(sign | (code > 0x7e ? 0x7e : code));
+#endif
+}
 
 // A quantized operand code as a quantizer would produce it from N(0, 1) data scaled to a quarter
 // of the format's range: FP8 e4m3 (max 448) or INT8 (max 127), never all zeros.
-__device__ __forceinline__ bt::u8 random_code(bt::u64 seed, bt::u64 i, int int8)
+__device__ __forceinline__ u8 random_code(u64 seed, u64 i, int int8)
 {
-    float x = bt::support::normal(seed, i);
+    const float x = normal(seed, i);
     if (int8)
-        return (bt::u8)(signed char)fmaxf(-127.f, fminf(127.f, rintf(x * 127.f / 4.f)));
-    unsigned short pair;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.f), "f"(x * 448.f / 4.f));
-    return (bt::u8)(pair & 0xff);
+        return (u8)(signed char)fmaxf(-127.f, fminf(127.f, rintf(x * 127.f / 4.f)));
+    return encode_e4m3(x * 448.f / 4.f);
 }
 
 // A positive scale, log-uniform in [lo, hi].
-__device__ __forceinline__ float random_scale(bt::u64 seed, bt::u64 i, float lo, float hi)
+__device__ __forceinline__ float random_scale(u64 seed, u64 i, float lo, float hi)
 {
-    return lo * powf(hi / lo, bt::support::uniform(seed, i, 0));
+    return lo * powf(hi / lo, uniform(seed, i, 0));
 }
+
+__device__ __forceinline__ u64 global_ns()
+{
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory"); // "memory": no store moves above it
+    return t;
+}
+
+} // namespace support
+} // namespace bt
 
 // A GEMM problem's inputs from one seed: codes of A (na) and B (nb), scales of A (nas, in
 // [alo, ahi]) and B (nbs, in [blo, bhi]); element i of each is the same whatever the grid.
 // For the check under programmatic launch (bt_problem_refill) the kernel lets a successor
-// launched so start at once, holds its writes back hold_ns, and writes the elements last to
-// first, so the ones a GEMM reads first (the first rows and K blocks) come last: a successor
-// that reads its inputs before griddepcontrol.wait reads the poison they held.
-extern "C" __global__ void __launch_bounds__(1024) bt_fill_inputs(bt::u8 *A, long na, bt::u8 *B, long nb, float *As, long nas,
-                                          float *Bs, long nbs, int int8, unsigned long long seed, float alo,
-                                          float ahi, float blo, float bhi, unsigned long long hold_ns)
+// launched so start at once and holds its writes back hold_ns; then it writes B and A from
+// their last elements to their first, and the scales last, so what a GEMM reads first comes
+// last: a successor that reads its inputs before griddepcontrol.wait reads the poison they held.
+extern "C" __global__ void __launch_bounds__(1024)
+    bt_fill_inputs(bt::u8 *A, long na, bt::u8 *B, long nb, float *As, long nas, float *Bs, long nbs, int int8,
+                   unsigned long long seed, float alo, float ahi, float blo, float bhi, unsigned long long hold_ns)
 {
     using namespace bt;
+    using namespace bt::support;
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
     if (hold_ns) {
-        u64 t0, t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        do {
+        const u64 t0 = global_ns();
+        do
             __nanosleep(1000);
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        } while (t - t0 < hold_ns);
+        while (global_ns() - t0 < hold_ns);
     }
-    const long total = na + nb + nas + nbs;
+    // The index space is As, Bs, A, B, walked from its end.
+    const long total = nas + nbs + na + nb;
     for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < total; j += (long)gridDim.x * blockDim.x) {
         long i = total - 1 - j;
-        if (i < na) {
-            A[i] = random_code(4 * seed + 1, (u64)i, int8);
-        } else if ((i -= na) < nb) {
-            B[i] = random_code(4 * seed + 2, (u64)i, int8);
-        } else if ((i -= nb) < nas) {
+        if (i < nas) {
             As[i] = random_scale(4 * seed + 3, (u64)i, alo, ahi);
-        } else {
-            i -= nas;
+        } else if ((i -= nas) < nbs) {
             Bs[i] = random_scale(4 * seed + 4, (u64)i, blo, bhi);
+        } else if ((i -= nbs) < na) {
+            A[i] = random_code(4 * seed + 1, (u64)i, int8);
+        } else {
+            i -= na;
+            B[i] = random_code(4 * seed + 2, (u64)i, int8);
         }
     }
 }

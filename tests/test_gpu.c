@@ -111,14 +111,18 @@ TEST(gpu_reference_matches_cpu_float64)
  * (shape, M), output poisoned before each run, relative error under the output's tolerance,
  * no unwritten element, no byte written past C. A nonzero `extreme` then sets every code of A
  * to its low byte and every code of B to its high byte (the scales stay random): the largest
- * K-block sums an 8-bit type allows. With `pdl` instead, each run is checked as tune --pdl
- * checks it: the inputs written again late by the kernel before (bt_problem_refill), the
- * candidate launched programmatically. */
+ * K-block sums an 8-bit type allows. With `pdl` instead (not both: the refill writes the
+ * random codes), each run is checked as tune --pdl checks it: the inputs written again late by
+ * the kernel before (bt_problem_refill), the candidate launched programmatically. */
 static void verify_set(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *cands, size_t n,
                        const bt_variant *v, const long (*shapes)[2], int nshapes, const long *Ms, int nM,
                        unsigned extreme, int pdl, int *runs)
 {
     bt_err err = {{0}};
+    if (pdl && extreme) {
+        bt_check_fail(t, __FILE__, __LINE__, "verify_set: pdl and extreme exclude each other");
+        return;
+    }
     bt_jit_job *jobs = bt_xcalloc(n, sizeof *jobs);
     bt_kernel *ks = bt_xcalloc(n, sizeof *ks);
     char **srcs = bt_xcalloc(n, sizeof *srcs);
@@ -350,8 +354,8 @@ TEST(gpu_native_space_verified)
                                e ? 0x7f80u : 0x8080u, 0, &runs);
             if (all) /* 32 K blocks: 128-row tiles load the scales four K blocks at a time */
                 verify_set(t, &fx, &bt_family_native, sub, take, &v, window_shapes, 1, issue_Ms, 4, 0, 0, &runs);
-            if (all) /* as tune --pdl checks them */
-                verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, 1, &runs);
+            /* as tune --pdl checks them */
+            verify_set(t, &fx, &bt_family_native, sub, take, &v, issue_shapes, 3, issue_Ms, 4, 0, 1, &runs);
             free(sub);
         }
     printf("    %zu native candidates, %d verified runs\n", n, runs);
@@ -395,7 +399,7 @@ TEST(gpu_check_under_programmatic_launch)
     const bt_cand nat = {{128, 128, 5, 4, 1, 1, 0, 1}}, cla = {{64, 128, 128, 32, 4, 3}};
     if (bt_family_native.check(&nat, &v, &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
         close_gpu(&fx);
-        SKIP("programmatic launch takes sm_90; this device is %s", fx.g.target.arch);
+        SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);
     }
     bt_family classic_pdl = bt_family_classic;
     classic_pdl.programmatic = 1; /* launched programmatically, as it never is */
@@ -407,7 +411,8 @@ TEST(gpu_check_under_programmatic_launch)
     const unsigned long long seed = 4242;
     if (load_one(t, &fx, &bt_family_native, &nat, &v, &kn) || load_one(t, &fx, &classic_pdl, &cla, &v, &kc))
         goto out;
-    if (bt_problem_alloc(&fx.g, M, N, K, &v, &p, &err) || fx.g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) ||
+    if (bt_problem_alloc(&fx.g, M, N, K, &v, &p, &err) ||
+        (fx.g.cu.cuMemAlloc(&ref, (size_t)(M * N) * 4) != CUDA_SUCCESS && bt_fail(&err, "allocating the reference")) ||
         bt_problem_fill(&fx.g, &p, &v, seed, &err) || bt_reference(&fx.g, &p, &v, ref, &err)) {
         bt_check_fail(t, __FILE__, __LINE__, "problem setup: %s", err.msg);
         goto out;

@@ -744,3 +744,27 @@ TEST(tune_compile_progress_has_an_eta)
     CHECK(eta);
     free(out);
 }
+
+/* --pdl on the stand-in driver: each candidate's check goes through the refill of the inputs
+ * (bt_problem_refill) and a programmatic launch, and the run writes its configs. */
+TEST(tune_pdl_checks_on_the_stand_in)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/fake-pdl", bt_test_tmpdir());
+    const char *space = bt_scratch_file("pdl-one.yaml", "name: pdl-one\nfamily: native\nbatch_sizes: [16]\n"
+                                                        "parameters:\n  BLOCK_SIZE_M: [64]\n  BLOCK_SIZE_N: [64]\n"
+                                                        "  num_stages: [8]\n  GROUP_SIZE_M: [8]\n"
+                                                        "  CLUSTER_M: [1]\n  SPLIT_K: [1]\n");
+    snprintf(args, sizeof args,
+             "--family native --pdl --space '%s' --N 7168 --K 2304 --rest 0 --out-dtype bfloat16 --cache-dir '%s' "
+             "--out-dir configs --quiet",
+             space, cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+    CHECK_CONTAINS(out, "wrote configs/N=7168,K=2304,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128],"
+                        "kernel=native.json");
+    CHECK(!strstr(out, "skipped"));
+    free(out);
+}

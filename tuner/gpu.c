@@ -346,8 +346,10 @@ int bt_problem_fill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long
     return fill_inputs(g, p, v, seed, blocks_for(g, total), 256, 0, g->stream, err);
 }
 
-/* How long the refill holds its writes back: far longer than a successor takes to start. */
-#define REFILL_HOLD_NS 50000ull
+/* How long the refill holds its writes back, from its own start: far longer than the host
+ * takes to launch the successor after it, and the successor to start. (A host delayed past it
+ * only weakens the check: a successor that reads early may then read the right data.) */
+#define REFILL_HOLD_NS 200000ull
 
 int bt_problem_refill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed, CUstream stream,
                       bt_err *err)
