@@ -9,7 +9,11 @@
 #include <string.h>
 
 
-#define GUARD_BYTES 4096
+/* The guard regions before and after C: as large as C, at least 4 KiB, at most 1 MiB each, so a
+ * kernel writing up to a tile or so out of bounds writes into them, not into other buffers
+ * (where it would spoil later checks). */
+#define GUARD_MIN (4L << 10)
+#define GUARD_MAX (1L << 20)
 #define GUARD_PATTERN 0xA5
 
 int bt_target_from_device(const bt_device_info *info, bt_target *t, bt_err *err)
@@ -277,12 +281,14 @@ int bt_problem_alloc(bt_gpu *g, long M, long N, long K, const bt_variant *v, bt_
     p->args.M = M, p->args.N = N, p->args.K = K;
     p->a_bytes = (size_t)M * K, p->b_bytes = (size_t)N * K;
     p->as_bytes = (size_t)M * ksc * 4, p->bs_bytes = (size_t)nsc * ksc * 4;
-    p->c_bytes = (size_t)M * N * bt_out_size(v->out), p->guard_bytes = GUARD_BYTES;
+    p->c_bytes = (size_t)M * N * bt_out_size(v->out);
+    p->guard_bytes = p->c_bytes < GUARD_MIN ? GUARD_MIN : p->c_bytes > GUARD_MAX ? GUARD_MAX : p->c_bytes;
     BT_CU(&g->cu, cuMemAlloc(&p->args.A, p->a_bytes), err, "allocating A");
     BT_CU(&g->cu, cuMemAlloc(&p->args.B, p->b_bytes), err, "allocating B");
     BT_CU(&g->cu, cuMemAlloc(&p->args.As, p->as_bytes), err, "allocating As");
     BT_CU(&g->cu, cuMemAlloc(&p->args.Bs, p->bs_bytes), err, "allocating Bs");
-    BT_CU(&g->cu, cuMemAlloc(&p->args.C, p->c_bytes + p->guard_bytes), err, "allocating C");
+    BT_CU(&g->cu, cuMemAlloc(&p->c_alloc, p->guard_bytes + p->c_bytes + p->guard_bytes), err, "allocating C");
+    p->args.C = p->c_alloc + p->guard_bytes;
     rc = 0;
 out:
     if (rc)
@@ -292,12 +298,13 @@ out:
 
 void bt_problem_free(bt_gpu *g, bt_problem *p)
 {
-    CUdeviceptr *bufs[] = {&p->args.A, &p->args.B, &p->args.As, &p->args.Bs, &p->args.C};
+    CUdeviceptr *bufs[] = {&p->args.A, &p->args.B, &p->args.As, &p->args.Bs, &p->c_alloc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) {
             g->cu.cuMemFree(*bufs[i]);
             *bufs[i] = 0;
         }
+    p->args.C = 0;
 }
 
 static long sms(const bt_gpu *g) { return g->info.sm_count ? g->info.sm_count : 132; }
@@ -371,6 +378,7 @@ int bt_problem_poison(bt_gpu *g, bt_problem *p, CUstream stream, bt_err *err)
 {
     int rc = -1;
     BT_CU(&g->cu, cuMemsetD8Async(p->args.C, 0xFF, p->c_bytes, stream), err, "poisoning C");
+    BT_CU(&g->cu, cuMemsetD8Async(p->c_alloc, GUARD_PATTERN, p->guard_bytes, stream), err, "filling the guard");
     BT_CU(&g->cu, cuMemsetD8Async(p->args.C + p->c_bytes, GUARD_PATTERN, p->guard_bytes, stream), err,
           "filling the guard");
     rc = 0;
@@ -409,11 +417,13 @@ int bt_compare(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdeviceptr 
     BT_CU(&g->cu, cuMemcpyHtoD(scratch, &h, sizeof h), err, "clearing check counters");
     long n = p->args.M * p->args.N, guard = (long)p->guard_bytes;
     int outt = (int)v->out, pattern = GUARD_PATTERN;
-    CUdeviceptr sums = scratch, bad = scratch + 16, gbad = scratch + 24, gptr = p->args.C + p->c_bytes;
+    CUdeviceptr sums = scratch, bad = scratch + 16, gbad = scratch + 24, before = p->c_alloc,
+                after = p->args.C + p->c_bytes;
     void *pc[] = {(void *)&p->args.C, &ref, &n, &outt, &sums, &bad};
-    void *pg[] = {&gptr, &guard, &pattern, &gbad};
+    void *pg_before[] = {&before, &guard, &pattern, &gbad}, *pg_after[] = {&after, &guard, &pattern, &gbad};
     if (launch1d(g, g->compare, n, pc, err, "comparing with the reference") ||
-        launch1d(g, g->guard_check, guard, pg, err, "checking the guard"))
+        launch1d(g, g->guard_check, guard, pg_before, err, "checking the guard") ||
+        launch1d(g, g->guard_check, guard, pg_after, err, "checking the guard"))
         goto out;
     BT_CU(&g->cu, cuStreamSynchronize(g->stream), err, "running the check");
     BT_CU(&g->cu, cuMemcpyDtoH(&h, scratch, sizeof h), err, "reading check counters");

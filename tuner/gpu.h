@@ -60,9 +60,11 @@ int bt_gemm_check(const bt_gemm_args *a, bt_err *err);
 int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstream stream,
                      int programmatic, bt_err *err);
 
-/* Device buffers of one GEMM problem filled with fresh random quantized data. */
+/* Device buffers of one GEMM problem filled with fresh random quantized data. C lies between
+ * two guard regions of guard_bytes in one allocation, c_alloc. */
 typedef struct {
     bt_gemm_args args;
+    CUdeviceptr c_alloc;
     size_t a_bytes, b_bytes, as_bytes, bs_bytes, c_bytes, guard_bytes;
 } bt_problem;
 
@@ -78,7 +80,7 @@ int bt_problem_fill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long
  * inputs before griddepcontrol.wait (the kernel before it complete) then reads poison. */
 int bt_problem_refill(bt_gpu *g, bt_problem *p, const bt_variant *v, unsigned long long seed, CUstream stream,
                       bt_err *err);
-/* Fills C with 0xFF (NaN in every output type) and the guard after it with a pattern. */
+/* Fills C with 0xFF (NaN in every output type) and the guards around it with a pattern. */
 int bt_problem_poison(bt_gpu *g, bt_problem *p, CUstream stream, bt_err *err);
 
 /* The reference result (float32 of a float64 sum) into a caller's buffer of M*N floats. */
@@ -88,7 +90,7 @@ int bt_reference(bt_gpu *g, const bt_problem *p, const bt_variant *v, CUdevicept
 typedef struct {
     double rel_err;            /* ||C - R||_F / ||R||_F over finite elements */
     unsigned long long nonfinite; /* unwritten (still poisoned) or NaN/Inf outputs */
-    unsigned long long guard;  /* bytes written past the end of C */
+    unsigned long long guard;  /* bytes written before or past C */
 } bt_check;
 
 /* Compares the problem's C with ref; synchronizes. */
