@@ -72,8 +72,8 @@ $(BUILD)/libblocktune.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libblocktune.so: $(LIB_OBJS) $(BUILD)/libcjson.so.1
-	$(CC) -shared $(LDFLAGS_SAN) -o $@ $(LIB_OBJS) $(RPATH) $(LIBS)
+$(BUILD)/libblocktune.so: $(LIB_OBJS) $(BUILD)/libcjson.so.1 tuner/blocktune.map
+	$(CC) -shared $(LDFLAGS_SAN) -Wl,--version-script=tuner/blocktune.map -o $@ $(LIB_OBJS) $(RPATH) $(LIBS)
 
 $(BUILD)/tune: $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(TOOL_OBJS) $(LIB_OBJS) $(BUILD)/libcjson.so.1
 	$(CC) $(LDFLAGS_SAN) -o $@ $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(TOOL_OBJS) $(LIB_OBJS) \

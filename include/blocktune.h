@@ -48,7 +48,8 @@ typedef enum { BLOCKTUNE_FP8 = 0, BLOCKTUNE_INT8 = 1 } blocktune_input;
 typedef enum { BLOCKTUNE_F16 = 0, BLOCKTUNE_BF16 = 1, BLOCKTUNE_F32 = 2 } blocktune_output;
 
 typedef struct {
-    const char *config_dir; /* where `tune` wrote its configs; NULL: built-in heuristic only */
+    const char *config_dir; /* where `tune` wrote its configs (a directory, resolved at open);
+                             * NULL: built-in heuristic only */
     const char *cache_dir;  /* compiled-kernel cache; NULL: $XDG_CACHE_HOME/blocktune or
                                ~/.cache/blocktune */
     int pdl; /* nonzero: launch native kernels with programmatic dependent launch, so that one
@@ -67,16 +68,19 @@ typedef struct {
 } blocktune_gemm_args;
 
 /* Opens blocktune on the CUDA context current on this thread (the driver is loaded at run
- * time; a machine without one gets a clear error here). */
+ * time; a machine without one gets a clear error here). Keep that context alive, and destroy
+ * graphs that captured the handle's launches, before blocktune_close. */
 int blocktune_open(blocktune **bt, const blocktune_options *opt, char *err, size_t errlen);
 void blocktune_close(blocktune *bt);
 
 /* Compiles and loads the kernels that M values in Ms would use for this shape and types
- * (shape's M is not read); refuses, compiling nothing, what blocktune_gemm would refuse. */
+ * (shape's M and pointers are not read); refuses, compiling nothing, what blocktune_gemm would
+ * refuse of the shape and types, also with nM = 0. */
 int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM,
                       char *err, size_t errlen);
 
-/* Enqueues C = A.B^T with block scales on stream. */
+/* Enqueues C = A.B^T with block scales on stream. Refuses 0 pointers, A or B not 16-byte
+ * aligned, As or Bs not 4-byte aligned, C not aligned to its elements. */
 int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream, char *err,
                    size_t errlen);
 

@@ -127,7 +127,23 @@ TEST(library_refuses_bad_calls_without_a_handle)
     CHECK_EQ(blocktune_gemm(bt, &odd_k, NULL, msg, sizeof msg), -1);
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
     CHECK_EQ(blocktune_gemm(bt, &ok, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "A, B, As, Bs and C must all be device pointers (one is 0)");
+    blocktune_gemm_args bufs = ok; /* (never followed: the handle is NULL) */
+    bufs.A = 0x10000, bufs.B = 0x20000, bufs.As = 0x30004, bufs.Bs = 0x40000, bufs.C = 0x50001;
+    CHECK_EQ(blocktune_gemm(bt, &bufs, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "C must be aligned to its 2-byte elements");
+    bufs.C = 0x50002, bufs.Bs = 0x40002;
+    CHECK_EQ(blocktune_gemm(bt, &bufs, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "As and Bs must be 4-byte aligned (float scales)");
+    bufs.Bs = 0x40000, bufs.A = 0x10008;
+    CHECK_EQ(blocktune_gemm(bt, &bufs, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "A and B must be 16-byte aligned");
+    bufs.A = 0x10000;
+    CHECK_EQ(blocktune_gemm(bt, &bufs, NULL, msg, sizeof msg), -1);
     CHECK_STREQ(msg, "the handle is NULL");
+    /* prepare reads the shape and types even with no batch size */
+    CHECK_EQ(blocktune_prepare(bt, &odd_k, Ms, 0, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "K must be a multiple of 16");
     CHECK_EQ(blocktune_describe(bt, &odd_k, msg, sizeof msg), -1);
     CHECK_CONTAINS(msg, "K must be a multiple of 16");
     ok.M = 0;
@@ -535,4 +551,97 @@ out:
     blocktune_close(bt);
     bt_jit_close(jit);
     bt_gpu_close(&g);
+}
+
+/* On the stand-in driver (tests/fakecuda), with a context current as a caller has one: a
+ * config_dir that is not a directory is refused at open; a config file that cannot be read is
+ * named by describe; a kernel the GPU cannot load for want of memory is not remembered as
+ * failed (the next call loads it), while one whose image the GPU refuses is, and the next
+ * choice runs instead. */
+TEST(library_failures_on_the_stand_in_driver)
+{
+    char fake[4200], dir[4300], cache[4300], name[1024], path[5400], msg[2048];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    const char *old = getenv("BT_LIBCUDA");
+    char *saved = old ? bt_strdup(old) : NULL;
+    setenv("BT_LIBCUDA", fake, 1);
+    setenv("BT_FAKE_CUDA_CTX", "1", 1);
+    blocktune *bt = NULL;
+    bt_err err = {{0}};
+    snprintf(dir, sizeof dir, "%s/fake-lib-configs", bt_test_tmpdir());
+    snprintf(cache, sizeof cache, "%s/fake-lib-cache", bt_test_tmpdir());
+    blocktune_options nodir = {.config_dir = "/nonexistent/configs", .cache_dir = cache};
+    CHECK_EQ(blocktune_open(&bt, &nodir, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "config_dir /nonexistent/configs: No such file or directory");
+    CHECK(bt_mkdirs(dir, &err) == 0);
+    /* the native file for (7168, 2304) is not JSON */
+    CHECK(bt_config_filename(name, sizeof name, &bt_family_native, 7168, 2304, "Fake GPU", BT_IN_FP8, 128, 128,
+                             BT_FMT_SGLANG) == 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"16\": {\"BLOCK_SIZE_M\": 64,\n", f);
+        fclose(f);
+    }
+    blocktune_options opt = {.config_dir = dir, .cache_dir = cache};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    blocktune_gemm_args g = {0x100000, 0x200000, 0x300000, 0x400000, 0x500000, 16, 7168, 2304,
+                             BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    CHECK_EQ(blocktune_describe(bt, &g, msg, sizeof msg), 0);
+    CHECK_CONTAINS(msg, "native BLOCK_SIZE_M=64");
+    CHECK_CONTAINS(msg, " (built-in heuristic); config not read: ");
+    CHECK_CONTAINS(msg, name);
+    setenv("BT_FAKE_CUDA_LOAD", "oom", 1);
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), -1);
+    CHECK_CONTAINS(msg, "loading the kernel: ");
+    CHECK_EQ(blocktune_describe(bt, &g, msg, sizeof msg), 0);
+    CHECK(!strstr(msg, "which failed")); /* not remembered */
+    unsetenv("BT_FAKE_CUDA_LOAD");
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), 0);
+    /* M = 4096 takes another native kernel; its image refused, the classic heuristic runs */
+    g.M = 4096;
+    setenv("BT_FAKE_CUDA_LOAD", "bad:1", 1);
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), 0);
+    unsetenv("BT_FAKE_CUDA_LOAD");
+    CHECK_EQ(blocktune_describe(bt, &g, msg, sizeof msg), 0);
+    CHECK_CONTAINS(msg, "classic BLOCK_SIZE_M=64 BLOCK_SIZE_N=128 BLOCK_SIZE_K=128 GROUP_SIZE_M=32");
+    CHECK_CONTAINS(msg, "which failed: loading the kernel: ");
+out:
+    blocktune_close(bt);
+    unsetenv("BT_FAKE_CUDA_CTX");
+    if (saved)
+        setenv("BT_LIBCUDA", saved, 1);
+    else
+        unsetenv("BT_LIBCUDA");
+    free(saved);
+}
+
+/* libblocktune.so exports blocktune_* only (tuner/blocktune.map): its 80-odd internal bt_*
+ * functions would otherwise clash with a host program's own. */
+TEST(library_exports_only_its_api)
+{
+    char exe[4096], cmd[8400];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || system("command -v nm > /dev/null 2>&1") != 0)
+        SKIP("no /proc/self/exe or no nm");
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/'); /* .../BUILD/tests/unit: the library is .../BUILD/libblocktune.so */
+    if (slash)
+        *slash = '\0';
+    strncat(exe, "/../libblocktune.so", sizeof exe - strlen(exe) - 1);
+    if (access(exe, R_OK) != 0)
+        SKIP("no %.200s (the sanitizer build makes no shared library)", exe);
+    snprintf(cmd, sizeof cmd, "nm -D --defined-only '%s' | awk '{print $3}' | sort | tr '\\n' ' '", exe);
+    FILE *p = popen(cmd, "r");
+    char out[4096] = "";
+    if (!p || !fgets(out, sizeof out, p))
+        bt_check_fail(t, __FILE__, __LINE__, "could not run: %s", cmd);
+    if (p)
+        pclose(p);
+    CHECK_STREQ(out, "blocktune_close blocktune_describe blocktune_gemm blocktune_open blocktune_prepare ");
 }

@@ -2,9 +2,11 @@
  * compile-on-first-use through the cache, and launches on the caller's stream. */
 #include "blocktune.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "configio.h"
@@ -18,6 +20,7 @@ typedef struct {
     bt_variant v;
     bt_config cfg; /* empty when no file exists */
     char name[1024];
+    char unread[BT_ERRMAX]; /* why a file that exists could not be read, or "" */
 } shape_cfg;
 
 typedef struct {
@@ -89,8 +92,19 @@ int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, siz
         free(bt);
         return fail(err, errlen, &e);
     }
-    if (opt && opt->config_dir)
-        bt->config_dir = bt_strdup(opt->config_dir);
+    if (opt && opt->config_dir) {
+        /* Resolved now, so that a later chdir does not move it; one that is not a directory
+         * is refused rather than silently found empty. */
+        char *dir = realpath(opt->config_dir, NULL);
+        struct stat st;
+        if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            bt_fail(&e, "config_dir %s: %s", opt->config_dir, dir ? "not a directory" : strerror(errno));
+            free(dir);
+            blocktune_close(bt);
+            return fail(err, errlen, &e);
+        }
+        bt->config_dir = dir;
+    }
     bt->pdl = opt && opt->pdl;
     *out = bt;
     return 0;
@@ -170,8 +184,10 @@ static const shape_cfg *config_for(blocktune *bt, const bt_family *f, long N, lo
         bt_err e;
         if (bt_config_read(path, f, &s->cfg, &e) == 0) {
             snprintf(s->name, sizeof s->name, "%s", name);
+            s->unread[0] = '\0';
             break;
         }
+        snprintf(s->unread, sizeof s->unread, "%s", e.msg); /* (describe says so) */
     }
     return s;
 }
@@ -269,57 +285,64 @@ static int no_kernel(const blocktune *bt, const bt_variant *v, const choice *c, 
     return bt_fail(e, "no kernel of any family runs %s on %s: %s", bt_in_name(v->in), bt->gpu.info.name, c->why);
 }
 
-static bt_kernel *kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_err *e)
+/* The chosen kernel, compiled and loaded on first use: 0 with *out set; 1 when the kernel itself
+ * failed (it does not compile, or this GPU refuses to load it), which is kept so that it is
+ * neither compiled nor loaded again and choose passes over it; -1 on any other failure (the
+ * cache cannot be written, no GPU memory left), which is not kept: a later call tries again. */
+static int kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_kernel **out, bt_err *e)
 {
-    if (!c->fam) {
-        no_kernel(bt, v, c, e);
-        return NULL;
+    if (!c->fam)
+        return no_kernel(bt, v, c, e);
+    if (c->have) { /* (a loaded one: choose passes over those that failed) */
+        *out = &c->have->k;
+        return 0;
     }
-    if (c->have) /* (a loaded one: choose passes over those that failed) */
-        return &c->have->k;
-    loaded *l;
     char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
     bt_jit_job job = {.name = "kernel", .source = src};
     bt_kernel k;
-    int ok = 0;
+    int rc = -1;
     if (bt_jit_run(bt->jit, &job, 1, 1, NULL, NULL, e))
         goto out;
     if (job.status == BT_JIT_FAILED) {
         char log[512]; /* NVRTC's log spans lines; the message is one */
         bt_one_line(log, sizeof log, job.log ? job.log : "");
         bt_fail(e, "kernel failed to compile: %s", log);
+        rc = 1;
         goto out;
     }
-    if (bt_read_file(job.path, &cubin, NULL, e) || bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e))
+    if (bt_read_file(job.path, &cubin, NULL, e))
         goto out;
-    ok = 1;
+    int load = bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e);
+    rc = load == 0 ? 0 : load == -1 ? 1 : -1;
 out:
-    /* A failure is kept as well, so that it is neither compiled nor loaded again. */
-    bt->kernels = bt_xrealloc(bt->kernels, sizeof *bt->kernels * (size_t)(bt->nkernels + 1));
-    l = &bt->kernels[bt->nkernels++];
-    memset(l, 0, sizeof *l);
-    l->fam = c->fam, l->cand = c->cand, l->v = *v;
-    if (ok)
-        l->k = k;
-    else
-        l->failed = bt_strdup(e->msg);
+    if (rc >= 0) {
+        bt->kernels = bt_xrealloc(bt->kernels, sizeof *bt->kernels * (size_t)(bt->nkernels + 1));
+        loaded *l = &bt->kernels[bt->nkernels++];
+        memset(l, 0, sizeof *l);
+        l->fam = c->fam, l->cand = c->cand, l->v = *v;
+        if (rc == 0)
+            l->k = k, *out = &l->k;
+        else
+            l->failed = bt_strdup(e->msg);
+    }
     free(cubin);
     free(src);
     bt_jit_job_clear(&job);
-    return ok ? &l->k : NULL;
+    return rc;
 }
 
-/* The kernel a call of M rows runs: the one choose picks, or when it fails to compile or load,
- * the next choice's (the failure is kept, so choose passes over it and this ends). */
+/* The kernel a call of M rows runs: the one choose picks, or when that kernel fails, the next
+ * choice's (the failure is kept, so choose passes over it and this ends). */
 static bt_kernel *dispatch(blocktune *bt, long M, long N, long K, const bt_variant *v, bt_err *e)
 {
     choice c;
-    bt_kernel *k;
+    bt_kernel *k = NULL;
+    int rc;
     do {
         choose(bt, M, N, K, v, &c);
-        k = kernel_for(bt, &c, v, e);
-    } while (!k && c.fam);
-    return k;
+        rc = kernel_for(bt, &c, v, &k, e);
+    } while (rc == 1);
+    return rc == 0 ? k : NULL;
 }
 
 int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const long *Ms, int nM, char *err,
@@ -335,10 +358,11 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
         bt_fail(&e, "nM = %d with Ms %s: want a list of nM batch sizes", nM, Ms ? "given" : "NULL");
         return fail(err, errlen, &e);
     }
-    /* Every M before any compile, so a bad one compiles nothing. */
+    /* Every M before any compile, so a bad one compiles nothing; the shape and types even
+     * with no M. */
     bt_gemm_args a;
-    for (int i = 0; i < nM; i++)
-        if (check_call(shape, Ms[i], &v, &a, &e))
+    for (int i = 0; i < (nM > 0 ? nM : 1); i++)
+        if (check_call(shape, nM > 0 ? Ms[i] : 1, &v, &a, &e))
             return fail(err, errlen, &e);
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
@@ -357,7 +381,7 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
     bt_err e = {{0}};
     bt_variant v;
     bt_gemm_args a;
-    if (check_args(g, &v, &a, &e))
+    if (check_args(g, &v, &a, &e) || bt_gemm_check_pointers(&a, v.out, &e)) /* (prepare and describe read none) */
         return fail(err, errlen, &e);
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
@@ -399,13 +423,20 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
         no_kernel(bt, &v, &c, &e);
         return fail(buf, n, &e);
     }
-    char runs[1400], failed[1400];
+    char runs[1400], failed[1400], unread[2 * BT_ERRMAX + 64] = "";
     describe_choice(c.fam, &c.cand, c.source, c.batch, runs, sizeof runs);
+    /* A config file passed over because it could not be read is named, with why. */
+    const bt_family *fams[] = {bt_family_find("native"), &bt_family_classic};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        const shape_cfg *s = fams[i] ? config_for(bt, fams[i], g->N, g->K, &v) : NULL;
+        if (s && s->unread[0])
+            snprintf(unread + strlen(unread), sizeof unread - strlen(unread), "; config not read: %s", s->unread);
+    }
     if (c.failed.fam) {
         describe_choice(c.failed.fam, &c.failed.cand, c.failed.source, c.failed.batch, failed, sizeof failed);
-        snprintf(buf, n, "%s, instead of %s, which failed: %s", runs, failed, c.failed.why);
+        snprintf(buf, n, "%s, instead of %s, which failed: %s%s", runs, failed, c.failed.why, unread);
     } else {
-        snprintf(buf, n, "%s", runs);
+        snprintf(buf, n, "%s%s", runs, unread);
     }
     return 0;
 }

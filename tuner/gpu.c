@@ -142,6 +142,39 @@ static void launch_config(const bt_launch *geo, CUstream stream, int programmati
     cfg->attrs = attr, cfg->numAttrs = n;
 }
 
+/* Whether a failed step of loading a kernel is the kernel's own doing (an image, a symbol or a
+ * limit this GPU refuses) rather than the GPU's state, such as no memory left, which may pass. */
+static int kernel_at_fault(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_INVALID_SOURCE:
+    case CUDA_ERROR_NOT_FOUND:
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND:
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One step of bt_kernel_load: on failure, err says what and rc whose fault (see gpu.h). */
+#define LOAD_STEP(call, what)                                                                      \
+    do {                                                                                           \
+        CUresult r_ = g->cu.call;                                                                  \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            bt_cuda_fail(&g->cu, r_, err, (what));                                                 \
+            rc = kernel_at_fault(r_) ? -1 : -2;                                                    \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
 int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
                    const bt_variant *v, bt_kernel *k, bt_err *err)
 {
@@ -149,15 +182,15 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
     bt_launch geo;
     memset(k, 0, sizeof *k);
     k->family = f, k->cand = *c, k->variant = *v;
-    BT_CU(&g->cu, cuModuleLoadData(&k->mod, cubin), err, "loading the kernel");
-    BT_CU(&g->cu, cuModuleGetFunction(&k->fn, k->mod, f->kernel), err, f->kernel);
+    LOAD_STEP(cuModuleLoadData(&k->mod, cubin), "loading the kernel");
+    LOAD_STEP(cuModuleGetFunction(&k->fn, k->mod, f->kernel), f->kernel);
     f->launch(c, v, &g->target, 1, 1, 16, &geo);
-    BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)geo.smem),
-          err, "raising the kernel's shared-memory limit");
+    LOAD_STEP(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)geo.smem),
+              "raising the kernel's shared-memory limit");
     /* A grid sized for several CTAs per SM needs the L1 / shared-memory split that holds them. */
     if (geo.ctas_per_sm > 1)
-        BT_CU(&g->cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100), err,
-              "asking for the largest shared-memory carveout");
+        LOAD_STEP(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+                  "asking for the largest shared-memory carveout");
     if (geo.cluster[0] > 1) {
         /* Clusters must sit inside one GPC, so fewer than SMs / size fit at once; a persistent
          * grid larger than that would run a second wave. */
@@ -165,8 +198,7 @@ int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_ca
         CUlaunchConfig cfg;
         geo.grid[0] = geo.cluster[0], geo.grid[1] = geo.grid[2] = 1; /* one cluster's worth */
         launch_config(&geo, NULL, 0, &cfg, attr);
-        BT_CU(&g->cu, cuOccupancyMaxActiveClusters(&k->max_clusters, k->fn, &cfg), err,
-              "querying how many clusters fit");
+        LOAD_STEP(cuOccupancyMaxActiveClusters(&k->max_clusters, k->fn, &cfg), "querying how many clusters fit");
         if (k->max_clusters < 1) {
             bt_fail(err, "no cluster of %u CTAs with %zu bytes of shared memory fits on this GPU", geo.cluster[0],
                     geo.smem);
@@ -181,6 +213,7 @@ out:
     }
     return rc;
 }
+#undef LOAD_STEP
 
 void bt_kernel_unload(bt_gpu *g, bt_kernel *k)
 {
@@ -196,13 +229,24 @@ int bt_gemm_check(const bt_gemm_args *a, bt_err *err)
     if (a->K % 16 != 0)
         return bt_fail(err, "K = %ld: the kernels copy rows in 16-byte pieces, so K must be a multiple of 16", a->K);
     if (a->M > (1L << 30) || a->N > (1L << 30) || a->K > (1L << 30))
-        return bt_fail(err, "M, N and K must be below 2^30");
+        return bt_fail(err, "M, N and K must be at most 2^30");
     /* The kernels number tiles in 32-bit ints, down to 16 x 8 tiles, and a group of
      * GROUP_SIZE_M (at most 1024) rows of them. */
     if ((a->N + 7) / 8 * 1024 > INT_MAX || (a->M + 15) / 16 * ((a->N + 7) / 8) > INT_MAX)
         return bt_fail(err, "M = %ld, N = %ld: too many tiles for the kernels' 32-bit tile numbers", a->M, a->N);
+    return 0;
+}
+
+int bt_gemm_check_pointers(const bt_gemm_args *a, bt_out_type out, bt_err *err)
+{
+    if (!a->A || !a->B || !a->As || !a->Bs || !a->C)
+        return bt_fail(err, "A, B, As, Bs and C must all be device pointers (one is 0)");
     if ((a->A | a->B) % 16 != 0)
         return bt_fail(err, "A and B must be 16-byte aligned");
+    if ((a->As | a->Bs) % 4 != 0)
+        return bt_fail(err, "As and Bs must be 4-byte aligned (float scales)");
+    if (a->C % (CUdeviceptr)bt_out_size(out) != 0)
+        return bt_fail(err, "C must be aligned to its %d-byte elements", bt_out_size(out));
     return 0;
 }
 
@@ -237,7 +281,7 @@ int bt_kernel_launch(bt_gpu *g, const bt_kernel *k, const bt_gemm_args *a, CUstr
     int rc = -1;
     bt_launch geo;
     CUtensorMap ma, mb, mc;
-    if (bt_gemm_check(a, err))
+    if (bt_gemm_check(a, err) || bt_gemm_check_pointers(a, k->variant.out, err))
         return -1;
     k->family->launch(&k->cand, &k->variant, &g->target, a->M, a->N, a->K, &geo);
     int M = (int)a->M, N = (int)a->N, K = (int)a->K;
@@ -282,7 +326,10 @@ int bt_problem_alloc(bt_gpu *g, long M, long N, long K, const bt_variant *v, bt_
     p->a_bytes = (size_t)M * K, p->b_bytes = (size_t)N * K;
     p->as_bytes = (size_t)M * ksc * 4, p->bs_bytes = (size_t)nsc * ksc * 4;
     p->c_bytes = (size_t)M * N * bt_out_size(v->out);
-    p->guard_bytes = p->c_bytes < GUARD_MIN ? GUARD_MIN : p->c_bytes > GUARD_MAX ? GUARD_MAX : p->c_bytes;
+    /* (a multiple of 256 bytes: C as aligned as the allocation, as a caller's would be) */
+    p->guard_bytes = p->c_bytes < GUARD_MIN   ? GUARD_MIN
+                     : p->c_bytes > GUARD_MAX ? GUARD_MAX
+                                              : (p->c_bytes + 255) / 256 * 256;
     BT_CU(&g->cu, cuMemAlloc(&p->args.A, p->a_bytes), err, "allocating A");
     BT_CU(&g->cu, cuMemAlloc(&p->args.B, p->b_bytes), err, "allocating B");
     BT_CU(&g->cu, cuMemAlloc(&p->args.As, p->as_bytes), err, "allocating As");

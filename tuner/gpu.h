@@ -46,13 +46,19 @@ typedef struct {
     int max_clusters; /* clusters of its size that fit on the GPU at once (0: no clusters) */
 } bt_kernel;
 
-/* Loads a candidate's cubin and raises its dynamic shared-memory limit. */
+/* Loads a candidate's cubin and raises its dynamic shared-memory limit. Fails with -1 when the
+ * kernel itself cannot be loaded here (an image or a limit this GPU refuses, a cluster that does
+ * not fit), with -2 when the GPU's state is to blame (out of memory, a context a fault broke),
+ * which may pass. */
 int bt_kernel_load(bt_gpu *g, const void *cubin, const bt_family *f, const bt_cand *c,
                    const bt_variant *v, bt_kernel *k, bt_err *err);
 void bt_kernel_unload(bt_gpu *g, bt_kernel *k);
 
 /* Checks shapes the kernels cannot take (K not a multiple of 16, sizes over int range). */
 int bt_gemm_check(const bt_gemm_args *a, bt_err *err);
+/* Checks the pointers: none 0, A and B 16-byte aligned (TMA and 16-byte copies), the scales
+ * 4-byte aligned, C aligned to its elements (of `out`). */
+int bt_gemm_check_pointers(const bt_gemm_args *a, bt_out_type out, bt_err *err);
 
 /* Enqueues one GEMM on stream; no allocation, no synchronisation (graph-capturable). With
  * programmatic set, a kernel of a family that allows it is launched with programmatic stream

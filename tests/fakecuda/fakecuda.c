@@ -4,7 +4,9 @@
  * BT_FAKE_CUDA_FLAKY set a GEMM kernel's output reads as unwritten from its second check on: a
  * kernel right the first time only; with BT_FAKE_CUDA_SLOW the GEMM kernel of every second
  * module loaded times 10x slower; with BT_FAKE_CUDA_HANG every GEMM launch hangs; with
- * BT_FAKE_CUDA_MEM=bytes an allocation larger than that fails, as on a GPU out of memory. */
+ * BT_FAKE_CUDA_MEM=bytes an allocation larger than that fails, as on a GPU out of memory, and
+ * with BT_FAKE_CUDA_LOAD=oom or =bad every module load does (out of memory, or an image the GPU
+ * refuses; =bad:N the next N loads only). BT_FAKE_CUDA_CTX makes a context current from the start, as a library's caller has. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +47,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice de
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { (void)d; *c = (CUcontext)&dummy; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxGetCurrent(CUcontext *c) { *c = NULL; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *c) { *c = getenv("BT_FAKE_CUDA_CTX") ? (CUcontext)&dummy : NULL; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxPushCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext *c) { *c = NULL; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
@@ -53,6 +55,12 @@ CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image)
 {
     (void)image;
+    static int failed; /* loads failed under a BT_FAKE_CUDA_LOAD with a count */
+    const char *fail = getenv("BT_FAKE_CUDA_LOAD"), *count = fail ? strchr(fail, ':') : NULL;
+    if (!fail)
+        failed = 0;
+    else if (!count || failed++ < atoi(count + 1))
+        return strncmp(fail, "oom", 3) == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
     *m = calloc(1, sizeof **m);
     (*m)->index = modules++;
     return CUDA_SUCCESS;
