@@ -768,3 +768,90 @@ TEST(tune_pdl_checks_on_the_stand_in)
     CHECK(!strstr(out, "skipped"));
     free(out);
 }
+
+/* A config or sidecar in --out-dir that the run could not merge into fails the shape before
+ * anything is measured, not after (hours of GPU time, on a real space), and is left as is. */
+TEST(tune_unmergeable_outputs_found_before_measuring)
+{
+    char fake[4200], dir[4200], args[8192], path[4600];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    const char *names[] = {"N=128,K=128,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128].json",
+                           "N=128,K=128,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128].provenance.json"};
+    const char *texts[] = {"x", "{\"runs\": 5}\n"};
+    const char *why[] = {".json:1:1: not valid JSON (existing file left as is); nothing measured\n",
+                         ".provenance.json: expected an object with a \"runs\" list (existing file left as is); "
+                         "nothing measured\n"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir, sizeof dir, "%s/unmergeable-%d", bt_test_tmpdir(), i);
+        snprintf(path, sizeof path, "%s/configs", dir);
+        bt_err err;
+        CHECK(bt_mkdirs(path, &err) == 0);
+        snprintf(path, sizeof path, "%s/configs/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (!f)
+            return;
+        fputs(texts[i], f);
+        fclose(f);
+        snprintf(args, sizeof args, "--space '%s' --N 128 --K 128 --rest 0 --cache-dir '%s' --out-dir configs",
+                 tiny_space(), cache_dir());
+        char *out = NULL;
+        CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+        CHECK_CONTAINS(out, why[i]);
+        CHECK(!strstr(out, "] M=1 (1/1)")); /* no batch size started */
+        CHECK_CONTAINS(out, "tune: 1 of 1 shapes failed\n");
+        free(out);
+        char *text = NULL;
+        CHECK_EQ(bt_read_file(path, &text, NULL, &err), 0);
+        CHECK_STREQ(text ? text : "", texts[i]);
+        free(text);
+    }
+}
+
+/* A batch size with no verified candidate left after the first pass is not re-timed (the
+ * re-timing sorted a NULL list: undefined, and fatal under UBSan), and the summary lists the
+ * batch sizes a failed setup left unstarted as such, not as a first candidate at 0 us. */
+TEST(tune_batch_sizes_with_nothing_verified)
+{
+    char fake[4200], dir[4200], args[8192];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/nothing-verified", bt_test_tmpdir());
+    /* SGLang's default alone: at M = 1 it is right, from its second check on wrong */
+    const char *space = bt_scratch_file("default-only.yaml", "name: default-only\nfamily: classic\nbatch_sizes: [1]\n"
+                                                             "parameters:\n  BLOCK_SIZE_M: [64]\n  BLOCK_SIZE_N: [128]\n"
+                                                             "  BLOCK_SIZE_K: [128]\n  GROUP_SIZE_M: [32]\n"
+                                                             "  num_warps: [4]\n  num_stages: [3]\n");
+    snprintf(args, sizeof args,
+             "--space '%s' --N 7168 --K 2304 --batch-sizes 1,16 --rest 0 --cache-dir '%s' --out-dir configs", space,
+             cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "BT_FAKE_CUDA_FLAKY=1", args, &out), 0);
+    CHECK_CONTAINS(out, "     16  no verified candidate ");
+    CHECK_CONTAINS(out, "wrote configs/N=7168,K=2304,");
+    CHECK(!strstr(out, "runtime error"));
+    free(out);
+    /* 32 MB: M = 1 fits, M = 4096 does not, and M = 8192 never starts */
+    snprintf(args, sizeof args,
+             "--space '%s' --N 7168 --K 2304 --batch-sizes 1,4096,8192 --rest 0 --cache-dir '%s' --out-dir configs2",
+             space, cache_dir());
+    CHECK_EQ(run_fake(fake, dir, 0, "BT_FAKE_CUDA_MEM=32000000", args, &out), 0);
+    CHECK_CONTAINS(out, "   8192  no verified candidate ");
+    CHECK(!strstr(out, " inf "));
+    free(out);
+}
+
+/* A dry run where nothing can run on --arch prints its table of rejections and then fails as
+ * the real run would, with exit 2: it used to exit 0. */
+TEST(tune_dry_run_with_nothing_runnable_fails)
+{
+    char *out = NULL;
+    const char *args[] = {"--family", "native", "--N", "128", "--K", "128", "--dry-run", "--arch", "sm_80",
+                          "--cache-dir", cache_dir(), NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 2);
+    CHECK_CONTAINS(out, "rej:arch");
+    CHECK_CONTAINS(out, "native.yaml: none of the ");
+    CHECK_CONTAINS(out, " candidates can run on sm_80\n");
+    free(out);
+}

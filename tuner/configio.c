@@ -362,32 +362,58 @@ out:
     return rc;
 }
 
+/* An existing sidecar, which must be {"runs": [...]}, into *root (NULL when there is none). */
+static int read_sidecar(const char *path, cJSON **root, bt_err *err)
+{
+    struct stat st;
+    *root = NULL;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        return bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (!(*root = bt_json_read(path, err)))
+        return left_as_is(err);
+    if (!cJSON_IsObject(*root) || !cJSON_IsArray(cJSON_GetObjectItem(*root, "runs"))) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        bt_fail(err, "%s: expected an object with a \"runs\" list", path);
+        return left_as_is(err);
+    }
+    return 0;
+}
+
+int bt_outputs_check(const char *config_path, const bt_family *f, bt_err *err)
+{
+    char path[4096];
+    struct stat st;
+    cJSON *root = NULL;
+    if (stat(config_path, &st) == 0) {
+        bt_config c = {0};
+        int rc = bt_config_read(config_path, f, &c, err);
+        bt_config_free(&c);
+        if (rc)
+            return left_as_is(err);
+    }
+    if (bt_sidecar_path(path, sizeof path, config_path))
+        return bt_fail(err, "%s: path too long", config_path);
+    int rc = read_sidecar(path, &root, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int bt_sidecar_append(const char *config_path, cJSON *run, bt_err *err)
 {
     int rc = -1, lock_fd = -1;
     char path[4096], *text = NULL, *withnl = NULL;
     cJSON *root = NULL, *runs;
-    struct stat st;
     if (bt_sidecar_path(path, sizeof path, config_path)) {
         bt_fail(err, "%s: path too long", config_path);
         goto out;
     }
-    if (lock_dir(path, &lock_fd, err))
+    if (lock_dir(path, &lock_fd, err) || read_sidecar(path, &root, err))
         goto out;
-    if (stat(path, &st) == 0) {
-        if (!(root = bt_json_read(path, err))) {
-            left_as_is(err);
-            goto out;
-        }
-        if (!cJSON_IsObject(root) || !cJSON_IsArray(cJSON_GetObjectItem(root, "runs"))) {
-            bt_fail(err, "%s: expected an object with a \"runs\" list", path);
-            left_as_is(err);
-            goto out;
-        }
-    } else if (errno != ENOENT) {
-        bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
-        goto out;
-    } else {
+    if (!root) {
         root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "runs", cJSON_CreateArray());
     }

@@ -55,6 +55,11 @@ int bt_sidecar_path(char *buf, size_t n, const char *config_path);
 struct cJSON;
 int bt_sidecar_append(const char *config_path, struct cJSON *run, bt_err *err);
 
+/* Whether a run can merge into the config at config_path and its sidecar where they exist:
+ * fails, naming the file and what is wrong with it, where bt_config_merge_write or
+ * bt_sidecar_append would, so that a tune finds out before it measures. */
+int bt_outputs_check(const char *config_path, const bt_family *f, bt_err *err);
+
 /* Reads and parses a JSON file (the caller owns the result: cJSON_Delete). A syntax error is
  * one line naming path:line:col. Shared with shapes.c; the type stays opaque here. */
 struct cJSON *bt_json_read(const char *path, bt_err *err);

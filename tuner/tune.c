@@ -489,7 +489,8 @@ static int cmp_timed(const void *a, const void *b)
 static void print_top(run *r, const batch_result *br)
 {
     for (int b = 0; b < r->nbatch; b++) {
-        qsort(br[b].all, br[b].nall, sizeof *br[b].all, cmp_timed);
+        if (br[b].nall > 0) /* (else all is NULL) */
+            qsort(br[b].all, br[b].nall, sizeof *br[b].all, cmp_timed);
         printf("  M=%ld, fastest %d of %zu verified (finalists re-timed; the others' times are from the "
                "first pass, seconds apart):\n",
                r->batch[b], r->o->top < (int)br[b].nall ? r->o->top : (int)br[b].nall, br[b].nall);
@@ -611,6 +612,8 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
     timed *fin[BT_FINALISTS + 1];
     int nfin = 0, has_def = 0, bad[BT_FINALISTS + 1] = {0};
     double t[BT_FINALISTS + 1][BT_FINAL_ROUNDS], rel[BT_FINALISTS + 1];
+    if (b->nall == 0) /* (nothing verified: b->all is NULL) */
+        return;
     qsort(b->all, b->nall, sizeof *b->all, cmp_timed);
     for (size_t k = 0; k < b->nall; k++) {
         timed *x = &b->all[k];
@@ -701,11 +704,19 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     size_t nprior = 0;
     batch_result *br = bt_xcalloc((size_t)r->nbatch, sizeof *br);
     double t0 = bt_now(), units0 = *units, resumed = 0;
+    for (int b = 0; b < r->nbatch; b++)
+        br[b].best = -1; /* (an interrupted run's summary lists the batch sizes not started too) */
     if (bt_config_filename(name, sizeof name, r->fam, s->N, s->K, r->dev.name, r->variant.in,
                            r->variant.block_n, r->variant.block_k, r->o->format) ||
         bt_sprintf(path, sizeof path, "%s/%s", r->o->out_dir, name) ||
         bt_sprintf(jpath, sizeof jpath, "%s.journal", path)) {
         bt_fail(err, "--out-dir: path too long");
+        goto out;
+    }
+    /* A config or sidecar there that the run could not merge into is found before it measures. */
+    if (bt_outputs_check(path, r->fam, err)) {
+        size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, "; nothing measured");
         goto out;
     }
     bt_journal_header h = {0};
@@ -923,8 +934,12 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     if (o->dry_run) {
         print_dry_table(&r);
         code = r.failed ? BT_EXIT_FAIL : BT_EXIT_OK;
-        if (r.failed)
+        if (r.nspace == 0) { /* the table says why; a real run would refuse the space */
+            code = BT_EXIT_USAGE;
+            bt_fail(err, "%s: none of the %zu candidates can run on %s", r.space_path, r.ncands_total, r.target.arch);
+        } else if (r.failed) {
             bt_fail(err, "%zu candidates failed to compile", r.failed);
+        }
         goto out;
     }
     printf("tuning %d shape(s) x %d batch sizes x %zu candidates (+ the default config) on %s (%s); "
