@@ -211,6 +211,20 @@ TEST(shapes_from_model_errors_name_file_and_field)
          ": head_dim: missing, and hidden_size 4000 is not divisible by num_attention_heads 48"},
         {"{\n  \"hidden_size\": 4096\n  \"intermediate_size\": 1\n}", 1, ":3:3: not valid JSON"},
         {"[4096]", 1, ": expected a JSON object (a Hugging Face config.json)"},
+        {"{\"hidden_size\": 4096, \"intermediate_size\": 11008, \"num_attention_heads\": 32, "
+         "\"num_key_value_heads\": 5}",
+         1, ": num_key_value_heads: 5 does not divide num_attention_heads 32"},
+        {"{\"hidden_size\": 4096, \"intermediate_size\": 11008, \"num_attention_heads\": 32, "
+         "\"num_key_value_heads\": 64}",
+         1, ": num_key_value_heads: 64 does not divide num_attention_heads 32"},
+        {"{\"hidden_size\": 7168, \"intermediate_size\": 18432, \"num_attention_heads\": 128, "
+         "\"n_routed_experts\": 256}",
+         8, ": n_routed_experts: a mixture-of-experts or latent-attention model; --model derives the shapes of "
+            "dense ones only (use --N/--K, or --tp-size for DeepSeek-V3)"},
+        {"{\"hidden_size\": 4096, \"intermediate_size\": 11008, \"num_attention_heads\": 32, "
+         "\"hidden_size\": 2048}",
+         1, ": \"hidden_size\" appears twice in one object (Python's json, as Hugging Face reads the file, takes the "
+            "last)"},
         /* what no kernel can run: named by the shape it would make */
         {"{\"hidden_size\": 4100, \"intermediate_size\": 11008, \"num_attention_heads\": 41}", 1,
          ": qkv_proj (N/tp) at --tp-size 1: K = 4100 is not a multiple of 16 (the kernels copy rows in "

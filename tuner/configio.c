@@ -88,6 +88,20 @@ static void line_col(const char *text, const char *end, int *line, int *col)
     }
 }
 
+const char *bt_json_duplicate_key(const cJSON *v)
+{
+    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
+        if (cJSON_IsObject(v))
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                    return a->string;
+        const char *d = bt_json_duplicate_key(a);
+        if (d)
+            return d;
+    }
+    return NULL;
+}
+
 struct cJSON *bt_json_read(const char *path, bt_err *err)
 {
     char *text = NULL;

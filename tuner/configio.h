@@ -64,4 +64,8 @@ int bt_outputs_check(const char *config_path, const bt_family *f, bt_err *err);
  * one line naming path:line:col. Shared with shapes.c; the type stays opaque here. */
 struct cJSON *bt_json_read(const char *path, bt_err *err);
 
+/* A key given twice in one object anywhere in v (Python's json takes the last, cJSON the
+ * first), or NULL. */
+const char *bt_json_duplicate_key(const struct cJSON *v);
+
 #endif

@@ -112,6 +112,12 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
         bt_fail(err, "%s: expected a JSON object (a Hugging Face config.json)", path);
         goto out;
     }
+    const char *dup = bt_json_duplicate_key(root);
+    if (dup) {
+        bt_fail(err, "%s: \"%.80s\" appears twice in one object (Python's json, as Hugging Face reads the file, "
+                "takes the last)", path, dup);
+        goto out;
+    }
     /* Vision-language models (Qwen3-VL) keep the language model's fields in text_config. */
     const cJSON *obj = root;
     const char *pre = "";
@@ -120,6 +126,18 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
         cJSON_GetObjectItemCaseSensitive(tc, "hidden_size"))
         obj = tc, pre = "text_config.";
 
+    /* Mixture-of-experts and latent-attention models have other weight shapes than the four
+     * derived here (experts, MLA's low-rank projections): refused, not tuned wrongly. */
+    static const char *const not_dense[] = {"n_routed_experts", "num_local_experts", "num_experts",
+                                            "moe_intermediate_size", "kv_lora_rank", "q_lora_rank"};
+    for (size_t i = 0; i < sizeof not_dense / sizeof not_dense[0]; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, not_dense[i]);
+        if (f && !cJSON_IsNull(f) && !(cJSON_IsNumber(f) && f->valuedouble == 0)) {
+            bt_fail(err, "%s: %s%s: a mixture-of-experts or latent-attention model; --model derives the "
+                    "shapes of dense ones only (use --N/--K, or --tp-size for DeepSeek-V3)", path, pre, not_dense[i]);
+            goto out;
+        }
+    }
     long hidden, inter, heads, kv, hd;
     if (get_field(path, obj, pre, "hidden_size", 1, &hidden, err) ||
         get_field(path, obj, pre, "intermediate_size", 1, &inter, err) ||
@@ -130,6 +148,10 @@ int bt_shapes_from_model(const char *path, int tp, bt_shape **out, int *n, char 
     char notes[256] = "";
     if (!kv)
         kv = heads;
+    if (kv > heads || heads % kv != 0) { /* each kv head serves a whole group of q heads */
+        bt_fail(err, "%s: %snum_key_value_heads: %ld does not divide num_attention_heads %ld", path, pre, kv, heads);
+        goto out;
+    }
     if (!hd) {
         if (hidden % heads != 0) {
             bt_fail(err, "%s: %shead_dim: missing, and hidden_size %ld is not divisible by "
