@@ -344,8 +344,10 @@ int bt_journal_open(const char *path, const bt_journal_header *h, int resume, bt
     j->size = keep;
     if (keep == 0) {
         hline = header_line(h, &hlen);
-        if (append_line(j, hline, hlen, err))
+        if (append_line(j, hline, hlen, err)) {
+            unlink(path); /* (empty, and locked by this run: nothing to resume from) */
             goto out;
+        }
     }
     rc = 0;
 out:
