@@ -495,6 +495,7 @@ TEST(gpu_library_failed_kernel_falls_back)
     bt_err err = {{0}};
     char dir[4200], cache[4200], msg[512], again[512], broken[4096];
     blocktune *bt = NULL;
+    bt_problem p2 = {0}; /* buffers for the calls whose kernels all fail */
     const long N = 7168, K = 2304;
     const int cfg[] = {16, 64, 128, 1, 4, 3};
     bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
@@ -540,7 +541,12 @@ TEST(gpu_library_failed_kernel_falls_back)
             plant_broken_kernel(t, jit, fams[i], &h, &v, broken))
             goto out;
     }
-    blocktune_gemm_args none = {0, 0, 0, 0, 0, M2, N2, K2, BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    if (bt_problem_alloc(&g, M2, N2, K2, &v, &p2, &err)) {
+        bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
+        goto out;
+    }
+    blocktune_gemm_args none = {p2.args.A, p2.args.B, p2.args.As, p2.args.Bs, p2.args.C, M2, N2, K2,
+                                BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
     CHECK(blocktune_gemm(bt, &none, g.stream, msg, sizeof msg) == -1);
     CHECK(msg[0] != '\0' && strchr(msg, '\n') == NULL);
     CHECK(blocktune_gemm(bt, &none, g.stream, again, sizeof again) == -1);
@@ -549,6 +555,7 @@ TEST(gpu_library_failed_kernel_falls_back)
     CHECK_STREQ(again, msg);
 out:
     blocktune_close(bt);
+    bt_problem_free(&g, &p2);
     bt_jit_close(jit);
     bt_gpu_close(&g);
 }
