@@ -564,7 +564,7 @@ out:
  * config_dir that is not a directory is refused at open; a config file that cannot be read is
  * named by describe; a kernel the GPU cannot load for want of memory is not remembered as
  * failed (the next call loads it), while one whose image the GPU refuses is, and the next
- * choice runs instead. */
+ * choice runs instead; inside a graph capture an unprepared M is refused. */
 TEST(library_failures_on_the_stand_in_driver)
 {
     char fake[4200], dir[4300], cache[4300], name[1024], path[5400], msg[2048];
@@ -618,6 +618,15 @@ TEST(library_failures_on_the_stand_in_driver)
     CHECK_EQ(blocktune_describe(bt, &g, msg, sizeof msg), 0);
     CHECK_CONTAINS(msg, "classic BLOCK_SIZE_M=64 BLOCK_SIZE_N=128 BLOCK_SIZE_K=128 GROUP_SIZE_M=32");
     CHECK_CONTAINS(msg, "which failed: loading the kernel: ");
+    /* In a graph capture a kernel not loaded yet is refused; prepared, it runs. */
+    setenv("BT_FAKE_CUDA_CAPTURING", "1", 1);
+    g.M = 16, g.output = BLOCKTUNE_F16; /* (kernels of their own: none loaded yet) */
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), -1);
+    CHECK_STREQ(msg, "M = 16: its kernel is not loaded and the stream is capturing a graph; call blocktune_prepare "
+                     "with this M before the capture");
+    CHECK_EQ(blocktune_prepare(bt, &g, (long[]){16}, 1, msg, sizeof msg), 0);
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), 0);
+    unsetenv("BT_FAKE_CUDA_CAPTURING");
 out:
     blocktune_close(bt);
     unsetenv("BT_FAKE_CUDA_CTX");

@@ -332,14 +332,24 @@ out:
 }
 
 /* The kernel a call of M rows runs: the one choose picks, or when that kernel fails, the next
- * choice's (the failure is kept, so choose passes over it and this ends). */
-static bt_kernel *dispatch(blocktune *bt, long M, long N, long K, const bt_variant *v, bt_err *e)
+ * choice's (the failure is kept, so choose passes over it and this ends). With `capture`, the
+ * stream of a call: a kernel not loaded yet is refused while it captures a graph, where loading
+ * a module is not allowed (blocktune_prepare loads it beforehand). */
+static bt_kernel *dispatch(blocktune *bt, long M, long N, long K, const bt_variant *v, const CUstream *capture,
+                           bt_err *e)
 {
     choice c;
     bt_kernel *k = NULL;
     int rc;
     do {
         choose(bt, M, N, K, v, &c);
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (capture && c.fam && !c.have && bt->gpu.cu.cuStreamIsCapturing(*capture, &st) == CUDA_SUCCESS &&
+            st != CU_STREAM_CAPTURE_STATUS_NONE) {
+            bt_fail(e, "M = %ld: its kernel is not loaded and the stream is capturing a graph; call blocktune_prepare "
+                    "with this M before the capture", M);
+            return NULL;
+        }
         rc = kernel_for(bt, &c, v, &k, e);
     } while (rc == 1);
     return rc == 0 ? k : NULL;
@@ -368,7 +378,7 @@ int blocktune_prepare(blocktune *bt, const blocktune_gemm_args *shape, const lon
     if (pushed < 0)
         return fail(err, errlen, &e);
     for (int i = 0; i < nM; i++)
-        if (!dispatch(bt, Ms[i], shape->N, shape->K, &v, &e))
+        if (!dispatch(bt, Ms[i], shape->N, shape->K, &v, NULL, &e))
             goto out;
     rc = 0;
 out:
@@ -386,7 +396,7 @@ int blocktune_gemm(blocktune *bt, const blocktune_gemm_args *g, CUstream stream,
     int pushed = enter_ctx(bt, &e), rc = -1;
     if (pushed < 0)
         return fail(err, errlen, &e);
-    bt_kernel *k = dispatch(bt, g->M, g->N, g->K, &v, &e);
+    bt_kernel *k = dispatch(bt, g->M, g->N, g->K, &v, &stream, &e);
     rc = !k || bt_kernel_launch(&bt->gpu, k, &a, stream, bt->pdl, &e) ? -1 : 0;
     leave_ctx(bt, pushed);
     return rc ? fail(err, errlen, &e) : 0;

@@ -49,6 +49,7 @@
     X(cuStreamSynchronize)                                                                     \
     X(cuStreamBeginCapture)                                                                    \
     X(cuStreamEndCapture)                                                                      \
+    X(cuStreamIsCapturing)                                                                     \
     X(cuGraphInstantiateWithFlags)                                                             \
     X(cuGraphLaunch)                                                                           \
     X(cuGraphExecDestroy)                                                                      \

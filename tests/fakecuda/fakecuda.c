@@ -1,12 +1,15 @@
 /* A stand-in CUDA driver for CPU tests (BT_LIBCUDA=build/tests/libfakecuda.so): one device of
  * compute capability 9.0, "device" memory in host memory, kernels that do nothing and events
- * 10 us apart. The support kernels' checks therefore pass, except that with
- * BT_FAKE_CUDA_FLAKY set a GEMM kernel's output reads as unwritten from its second check on: a
- * kernel right the first time only; with BT_FAKE_CUDA_SLOW the GEMM kernel of every second
- * module loaded times 10x slower; with BT_FAKE_CUDA_HANG every GEMM launch hangs; with
- * BT_FAKE_CUDA_MEM=bytes an allocation larger than that fails, as on a GPU out of memory, and
- * with BT_FAKE_CUDA_LOAD=oom or =bad every module load does (out of memory, or an image the GPU
- * refuses; =bad:N the next N loads only). BT_FAKE_CUDA_CTX makes a context current from the start, as a library's caller has. */
+ * 10 us apart. The support kernels' checks therefore pass. Knobs, by environment variable:
+ * - BT_FAKE_CUDA_FLAKY: a GEMM kernel's output reads as unwritten from its second check on (a
+ *   kernel right the first time only);
+ * - BT_FAKE_CUDA_SLOW: the GEMM kernel of every second module loaded times 10x slower;
+ * - BT_FAKE_CUDA_HANG: every GEMM launch hangs;
+ * - BT_FAKE_CUDA_MEM=bytes: an allocation larger than that fails, as on a GPU out of memory;
+ * - BT_FAKE_CUDA_LOAD=oom or =bad: every module load fails (out of memory, or an image the GPU
+ *   refuses); =bad:N the next N loads only;
+ * - BT_FAKE_CUDA_CTX: a context is current from the start, as a library's caller has one;
+ * - BT_FAKE_CUDA_CAPTURING: every stream is capturing a graph. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +120,12 @@ CUresult CUDAAPI cuStreamDestroy(CUstream s) { (void)s; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode m) { (void)s, (void)m; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g) { (void)s; *g = (CUgraph)&dummy; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    *st = getenv("BT_FAKE_CUDA_CAPTURING") ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long fl) { (void)g, (void)fl; *e = (CUgraphExec)&dummy; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e, (void)s; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_SUCCESS; }
