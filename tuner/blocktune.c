@@ -243,14 +243,22 @@ static int failed_before(blocktune *bt, const bt_family *f, const bt_cand *cand,
     return 1;
 }
 
+/* The families in the order a choice tries them (native first; either may be NULL). */
+enum { NFAMILIES = 2 };
+static void family_order(const bt_family *order[NFAMILIES])
+{
+    order[0] = bt_family_find("native"), order[1] = &bt_family_classic;
+}
+
 /* Native config for the shape if there is one, else classic, else the heuristic: the native
  * family's on targets it runs on, the classic family's (SGLang's default config) elsewhere. A
  * kernel that failed to compile or load is passed over for the next of these. */
 static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, choice *c)
 {
-    const bt_family *order[] = {bt_family_find("native"), &bt_family_classic};
+    const bt_family *order[NFAMILIES];
+    family_order(order);
     memset(c, 0, sizeof *c);
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    for (size_t i = 0; i < NFAMILIES; i++) {
         if (!order[i])
             continue;
         const shape_cfg *s = config_for(bt, order[i], N, K, v);
@@ -261,7 +269,7 @@ static void choose(blocktune *bt, long M, long N, long K, const bt_variant *v, c
             return;
         }
     }
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    for (size_t i = 0; i < NFAMILIES; i++) {
         if (!order[i])
             continue;
         order[i]->fallback(M, N, K, v, &bt->gpu.target, &c->cand);
@@ -436,8 +444,9 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
     char runs[1400], failed[1400], unread[2 * BT_ERRMAX + 64] = "";
     describe_choice(c.fam, &c.cand, c.source, c.batch, runs, sizeof runs);
     /* A config file passed over because it could not be read is named, with why. */
-    const bt_family *fams[] = {bt_family_find("native"), &bt_family_classic};
-    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+    const bt_family *fams[NFAMILIES];
+    family_order(fams);
+    for (size_t i = 0; i < NFAMILIES; i++) {
         const shape_cfg *s = fams[i] ? config_for(bt, fams[i], g->N, g->K, &v) : NULL;
         if (s && s->unread[0])
             snprintf(unread + strlen(unread), sizeof unread - strlen(unread), "; config not read: %s", s->unread);
