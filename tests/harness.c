@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,26 @@ int bt_test_fake_driver(char *fake, size_t n)
     return access(fake, R_OK);
 }
 const char *bt_test_tmpdir(void) { return tmpdir; }
+
+char *bt_test_set_env(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    char *old = v ? strdup(v) : NULL;
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    return old;
+}
+
+void bt_test_restore_env(const char *name, char *old)
+{
+    if (old)
+        setenv(name, old, 1);
+    else
+        unsetenv(name);
+    free(old);
+}
 
 int bt_run_tune(char **out, const char *const *args)
 {

@@ -72,6 +72,12 @@ const char *bt_test_tune(void);    /* the tune binary under test */
 int bt_test_fake_driver(char *fake, size_t n);
 const char *bt_test_tmpdir(void);  /* a fresh scratch directory for this run */
 
+/* Sets environment variable name to value (NULL: unsets it) and returns its old value for
+ * bt_test_restore_env (NULL when it was unset). */
+char *bt_test_set_env(const char *name, const char *value);
+/* Puts back what bt_test_set_env returned, and frees it. */
+void bt_test_restore_env(const char *name, char *old);
+
 /* Runs the tune binary with args (NULL-terminated), capturing stdout+stderr into *out
  * (caller frees). Returns the exit status, or -1 when it did not exit normally. */
 int bt_run_tune(char **out, const char *const *args);

@@ -176,22 +176,13 @@ TEST(cli_defaults)
     bt_options_free(&o); /* harmless twice */
 }
 
-/* Sets or (value NULL) unsets an environment variable. */
-static void put_env(const char *name, const char *value)
-{
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-}
-
 static char *cache_dir_with(const char *xdg, const char *home)
 {
     bt_options o;
     bt_err err;
     const char *args[] = {NULL};
-    put_env("XDG_CACHE_HOME", xdg);
-    put_env("HOME", home);
+    free(bt_test_set_env("XDG_CACHE_HOME", xdg));
+    free(bt_test_set_env("HOME", home));
     char *dir = parse(args, &o, &err, stdout) == 0 ? bt_strdup(o.cache_dir) : NULL;
     bt_options_free(&o);
     return dir;
@@ -199,8 +190,7 @@ static char *cache_dir_with(const char *xdg, const char *home)
 
 TEST(cli_cache_dir_default)
 {
-    char *xdg = getenv("XDG_CACHE_HOME") ? bt_strdup(getenv("XDG_CACHE_HOME")) : NULL;
-    char *home = getenv("HOME") ? bt_strdup(getenv("HOME")) : NULL;
+    char *xdg = bt_test_set_env("XDG_CACHE_HOME", NULL), *home = bt_test_set_env("HOME", NULL);
     char *d;
     CHECK_STREQ(d = cache_dir_with("/x/cache", "/home/u"), "/x/cache/blocktune");
     free(d);
@@ -213,10 +203,8 @@ TEST(cli_cache_dir_default)
     free(d);
     CHECK_STREQ(d = cache_dir_with(NULL, NULL), ".blocktune-cache");
     free(d);
-    put_env("XDG_CACHE_HOME", xdg);
-    put_env("HOME", home);
-    free(xdg);
-    free(home);
+    bt_test_restore_env("XDG_CACHE_HOME", xdg);
+    bt_test_restore_env("HOME", home);
 }
 
 TEST(cli_shape_and_batch_sizes)

@@ -10,18 +10,9 @@
 /* bt_cuda_open with BT_LIBCUDA set to lib (NULL: unset), restoring the caller's setting. */
 static int open_with(const char *lib, bt_cuda *cu, bt_err *err)
 {
-    const char *old = getenv("BT_LIBCUDA");
-    char *saved = old ? bt_strdup(old) : NULL;
-    if (lib)
-        setenv("BT_LIBCUDA", lib, 1);
-    else
-        unsetenv("BT_LIBCUDA");
+    char *saved = bt_test_set_env("BT_LIBCUDA", lib);
     int rc = bt_cuda_open(cu, err);
-    if (saved)
-        setenv("BT_LIBCUDA", saved, 1);
-    else
-        unsetenv("BT_LIBCUDA");
-    free(saved);
+    bt_test_restore_env("BT_LIBCUDA", saved);
     return rc;
 }
 

@@ -578,24 +578,9 @@ TEST(jit_unusable_cache_dir_is_one_line)
     CHECK_STREQ(err.msg, want);
 }
 
-/* Sets or (value NULL) unsets an environment variable. */
-static void put_env(const char *name, const char *value)
-{
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-}
-
-static char *saved_env(const char *name)
-{
-    const char *v = getenv(name);
-    return v ? bt_strdup(v) : NULL;
-}
-
 TEST(jit_default_cache_dir)
 {
-    char *xdg = saved_env("XDG_CACHE_HOME"), *home = saved_env("HOME");
+    char *xdg = bt_test_set_env("XDG_CACHE_HOME", NULL), *home = bt_test_set_env("HOME", NULL);
     static const struct {
         const char *xdg, *home, *want;
     } cases[] = {
@@ -606,16 +591,14 @@ TEST(jit_default_cache_dir)
         {NULL, NULL, ".blocktune-cache"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        put_env("XDG_CACHE_HOME", cases[i].xdg);
-        put_env("HOME", cases[i].home);
+        free(bt_test_set_env("XDG_CACHE_HOME", cases[i].xdg));
+        free(bt_test_set_env("HOME", cases[i].home));
         char *d = bt_jit_default_cache_dir();
         CHECK_STREQ(d, cases[i].want);
         free(d);
     }
-    put_env("XDG_CACHE_HOME", xdg);
-    put_env("HOME", home);
-    free(xdg);
-    free(home);
+    bt_test_restore_env("XDG_CACHE_HOME", xdg);
+    bt_test_restore_env("HOME", home);
 }
 
 /* Two threads (two library handles) publishing the same cache entry at once: every write

@@ -570,9 +570,7 @@ TEST(library_failures_on_the_stand_in_driver)
     char fake[4200], dir[4300], cache[4300], name[1024], path[5400], msg[2048];
     if (bt_test_fake_driver(fake, sizeof fake) != 0)
         SKIP("no stand-in driver at %.200s", fake);
-    const char *old = getenv("BT_LIBCUDA");
-    char *saved = old ? bt_strdup(old) : NULL;
-    setenv("BT_LIBCUDA", fake, 1);
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
     setenv("BT_FAKE_CUDA_CTX", "1", 1);
     blocktune *bt = NULL;
     bt_err err = {{0}};
@@ -630,11 +628,7 @@ TEST(library_failures_on_the_stand_in_driver)
 out:
     blocktune_close(bt);
     unsetenv("BT_FAKE_CUDA_CTX");
-    if (saved)
-        setenv("BT_LIBCUDA", saved, 1);
-    else
-        unsetenv("BT_LIBCUDA");
-    free(saved);
+    bt_test_restore_env("BT_LIBCUDA", saved);
 }
 
 /* libblocktune.so exports blocktune_* only (tuner/blocktune.map): its 80-odd internal bt_*

@@ -450,9 +450,7 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     snprintf(out_ok, sizeof out_ok, "%s/fake-ok", bt_test_tmpdir());
     snprintf(out_flaky, sizeof out_flaky, "%s/fake-flaky", bt_test_tmpdir());
     const char *space = tiny_space();
-    const char *old = getenv("BT_LIBCUDA");
-    char *saved = old ? bt_strdup(old) : NULL;
-    setenv("BT_LIBCUDA", fake, 1);
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
     char *out = NULL;
     const char *a_ok[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir", cache_dir(),
                           "--out-dir", out_ok, "--quiet", "--top", "2", NULL};
@@ -478,11 +476,7 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     unsetenv("BT_FAKE_CUDA_SLOW");
     free(out);
     unsetenv("BT_FAKE_CUDA_FLAKY");
-    if (saved)
-        setenv("BT_LIBCUDA", saved, 1);
-    else
-        unsetenv("BT_LIBCUDA");
-    free(saved);
+    bt_test_restore_env("BT_LIBCUDA", saved);
 }
 
 /* A second Ctrl-C stops the run at once, even while it waits on a hung kernel (a first one

@@ -120,9 +120,7 @@ TEST(worker_measures_more_kernels_than_it_keeps)
     snprintf(dir, sizeof dir, "%s/cubins", bt_test_tmpdir());
     mkdir(dir, 0755);
     void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    const char *old_lib = getenv("BT_LIBCUDA");
-    char *saved = old_lib ? bt_strdup(old_lib) : NULL;
-    setenv("BT_LIBCUDA", fake, 1);
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
     bt_worker *w = NULL;
     bt_err err = {{0}};
     snprintf(path, sizeof path, "%s/cache", bt_test_tmpdir());
@@ -146,10 +144,6 @@ TEST(worker_measures_more_kernels_than_it_keeps)
         }
         bt_worker_stop(w);
     }
-    if (saved)
-        setenv("BT_LIBCUDA", saved, 1);
-    else
-        unsetenv("BT_LIBCUDA");
-    free(saved);
+    bt_test_restore_env("BT_LIBCUDA", saved);
     signal(SIGPIPE, old);
 }
