@@ -338,14 +338,7 @@ static int lock_dir(const char *path, int *fd, bt_err *err)
     return 0;
 }
 
-static int left_as_is(bt_err *err)
-{
-    if (err) {
-        size_t used = strlen(err->msg);
-        snprintf(err->msg + used, sizeof err->msg - used, " (existing file left as is)");
-    }
-    return -1;
-}
+static int left_as_is(bt_err *err) { return bt_append(err, " (existing file left as is)"); }
 
 int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
                           bt_err *err)

@@ -715,8 +715,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     }
     /* A config or sidecar there that the run could not merge into is found before it measures. */
     if (bt_outputs_check(path, r->fam, err)) {
-        size_t used = strlen(err->msg);
-        snprintf(err->msg + used, sizeof err->msg - used, "; nothing measured");
+        bt_append(err, "; nothing measured");
         goto out;
     }
     bt_journal_header h = {0};

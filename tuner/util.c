@@ -36,6 +36,18 @@ int bt_wrap(bt_err *err, const char *fmt, ...)
     return -1;
 }
 
+int bt_append(bt_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    size_t used = strlen(err->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + used, sizeof err->msg - used, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void *bt_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);

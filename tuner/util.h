@@ -19,6 +19,8 @@ int bt_fail(bt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 
 
 /* Prefixes an existing message: "context: old message". Returns -1. */
 int bt_wrap(bt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends to an existing message: "old message" then the formatted text. Returns -1. */
+int bt_append(bt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The largest file bt_read_file reads: far above any search space, config, journal or cubin. */
 #define BT_READ_MAX (64L << 20)
