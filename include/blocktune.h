@@ -51,7 +51,9 @@ typedef struct {
     const char *config_dir; /* where `tune` wrote its configs (a directory, resolved at open);
                              * NULL: built-in heuristic only */
     const char *cache_dir;  /* compiled-kernel cache; NULL: $XDG_CACHE_HOME/blocktune or
-                               ~/.cache/blocktune */
+                               ~/.cache/blocktune. One that cannot be written (a read-only
+                               file system) is only read: kernels it lacks compile again in
+                               each process, and blocktune_describe says why. */
     int pdl; /* nonzero: launch native kernels with programmatic dependent launch, so that one
                 is set up (launched, its barriers initialized) while the kernel before it in the
                 stream finishes; it reads and writes memory only once that kernel has completed,

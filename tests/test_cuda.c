@@ -147,7 +147,7 @@ TEST(cuda_gpu_runs_a_jit_kernel)
     snprintf(tg.arch, sizeof tg.arch, "sm_%d%d%s", info.cc_major, info.cc_minor,
              info.cc_major == 9 ? "a" : "");
     snprintf(dir, sizeof dir, "%s/cuda-jit", bt_test_tmpdir());
-    if (bt_jit_open(dir, &tg, &j, &err) || bt_jit_run(j, &job, 1, 1, NULL, NULL, &err) ||
+    if (bt_jit_open(dir, &tg, BT_JIT_STORE_REQUIRED, &j, &err) || bt_jit_run(j, &job, 1, 1, NULL, NULL, &err) ||
         bt_jit_read_cubin(&job, &cubin, &len, &err)) {
         bt_check_fail(t, __FILE__, __LINE__, "%s %s", err.msg, job.log ? job.log : "");
         goto out;

@@ -22,7 +22,7 @@ static int open_gpu(bt_t *t, gpu_fixture *fx)
     snprintf(cache, sizeof cache, "%s", env ? env : bt_test_tmpdir());
     if (env == NULL)
         strncat(cache, "/cache", sizeof cache - strlen(cache) - 1);
-    if (bt_gpu_open(&fx->g, 0, cache, 1, &fx->jit, &err)) {
+    if (bt_gpu_open(&fx->g, 0, cache, BT_JIT_STORE_REQUIRED, 1, &fx->jit, &err)) {
         t->skipped = 1;
         snprintf(t->skip_why, sizeof t->skip_why, "%s", err.msg);
         return -1;

@@ -29,7 +29,7 @@ static bt_jit *open_jit(bt_t *t, const char *dir, const char *arch)
     bt_err err = {{0}};
     bt_jit *j = NULL;
     CHECK_EQ(bt_target_from_arch(arch, &tg), 0);
-    if (bt_jit_open(dir, &tg, &j, &err) != 0)
+    if (bt_jit_open(dir, &tg, BT_JIT_STORE_REQUIRED, &j, &err) != 0)
         bt_check_fail(t, __FILE__, __LINE__, "bt_jit_open: %s", err.msg);
     return j;
 }
@@ -414,6 +414,72 @@ TEST(jit_unwritable_cache_fails_the_run)
     bt_jit_close(j);
 }
 
+/* With BT_JIT_KEEP_UNSTORED (the library's mode) a cache that cannot be written is not an
+ * error: whether it cannot be from the start or a store fails, the jobs keep their cubins
+ * (duplicates a copy of their leader's), and bt_jit_unstored says why. */
+TEST(jit_keeps_cubins_the_cache_cannot_take)
+{
+    const char *blocker = bt_scratch_file("jit-keep-blocker", "a file, not a directory\n");
+    char dir[4096], want[4300];
+    snprintf(dir, sizeof dir, "%s/cache", blocker);
+    bt_target tg;
+    bt_err err = {{0}};
+    bt_jit *j = NULL;
+    CHECK_EQ(bt_target_from_arch("sm_89", &tg), 0);
+    if (bt_jit_open(dir, &tg, BT_JIT_KEEP_UNSTORED, &j, &err) != 0) {
+        bt_check_fail(t, __FILE__, __LINE__, "bt_jit_open: %s", err.msg);
+        return;
+    }
+    snprintf(want, sizeof want, "%s: not a directory", blocker);
+    CHECK_STREQ(bt_jit_unstored(j), want);
+    bt_jit_job jobs[3] = {{.name = "a", .source = KERNEL("o[0] = 1.f;")},
+                          {.name = "a again", .source = KERNEL("o[0] = 1.f;")},
+                          {.name = "b", .source = KERNEL("o[0] = 2.f;")}};
+    CHECK_EQ(run1(j, jobs, 3, 2), 0);
+    CHECK_EQ(jobs[0].status, BT_JIT_COMPILED);
+    CHECK_EQ(jobs[1].status, BT_JIT_CACHED);
+    CHECK_EQ(jobs[2].status, BT_JIT_COMPILED);
+    for (int i = 0; i < 3; i++) {
+        CHECK(jobs[i].cubin != NULL && is_elf(t, &jobs[i]));
+        CHECK(access(jobs[i].path, F_OK) != 0);
+    }
+    CHECK(jobs[1].cubin != jobs[0].cubin && jobs[1].cubin_len == jobs[0].cubin_len &&
+          memcmp(jobs[0].cubin, jobs[1].cubin, jobs[0].cubin_len) == 0);
+    for (int i = 0; i < 3; i++) {
+        bt_jit_job_clear(&jobs[i]);
+        CHECK(jobs[i].cubin == NULL);
+    }
+    bt_jit_close(j);
+
+    /* A writable cache whose store then fails: that job keeps its cubin, later ones are not
+     * stored. */
+    j = NULL;
+    if (bt_jit_open(cache_dir("keep"), &tg, BT_JIT_KEEP_UNSTORED, &j, &err) != 0) {
+        bt_check_fail(t, __FILE__, __LINE__, "bt_jit_open: %s", err.msg);
+        return;
+    }
+    CHECK(bt_jit_unstored(j) == NULL);
+    bt_jit_job job = {.name = "c", .source = KERNEL("o[0] = 3.f;")};
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK(job.status == BT_JIT_COMPILED && job.cubin == NULL); /* stored */
+    char entry[4096], cmd[8300];
+    snprintf(entry, sizeof entry, "%s", job.path);
+    *strrchr(entry, '/') = '\0';
+    snprintf(cmd, sizeof cmd, "rm -r '%s' && touch '%s'", entry, entry);
+    CHECK_EQ(system(cmd), 0);
+    CHECK_EQ(run1(j, &job, 1, 1), 0);
+    CHECK(job.status == BT_JIT_COMPILED && job.cubin != NULL && is_elf(t, &job));
+    snprintf(want, sizeof want, "%s: not a directory", entry);
+    CHECK_STREQ(bt_jit_unstored(j), want);
+    bt_jit_job later = {.name = "d", .source = KERNEL("o[0] = 4.f;")};
+    CHECK_EQ(run1(j, &later, 1, 1), 0);
+    CHECK(later.status == BT_JIT_COMPILED && later.cubin != NULL);
+    CHECK(access(later.path, F_OK) != 0);
+    bt_jit_job_clear(&job);
+    bt_jit_job_clear(&later);
+    bt_jit_close(j);
+}
+
 typedef struct {
     pthread_t caller;
     size_t calls, last, total;
@@ -571,7 +637,7 @@ TEST(jit_unusable_cache_dir_is_one_line)
     bt_err err = {{0}};
     bt_jit *j = NULL;
     CHECK_EQ(bt_target_from_arch("sm_90a", &tg), 0);
-    CHECK_EQ(bt_jit_open(dir, &tg, &j, &err), -1);
+    CHECK_EQ(bt_jit_open(dir, &tg, BT_JIT_STORE_REQUIRED, &j, &err), -1);
     CHECK(j == NULL);
     char want[4200];
     snprintf(want, sizeof want, "cubin cache: %s: not a directory", blocker);

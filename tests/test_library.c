@@ -183,7 +183,7 @@ TEST(gpu_library_dispatch_and_graph_capture)
     bt_err err = {{0}};
     char dir[4200], cache[4200], msg[512];
     snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
-    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+    if (bt_gpu_open(&g, 0, cache, BT_JIT_STORE_REQUIRED, 1, &jit, &err))
         SKIP("%s", err.msg);
     snprintf(dir, sizeof dir, "%s/libconfigs", bt_test_tmpdir());
     CHECK(bt_mkdirs(dir, &err) == 0);
@@ -284,7 +284,7 @@ TEST(gpu_library_programmatic_launch)
     CUgraphExec exec = NULL;
     CUdeviceptr ref[2] = {0, 0};
     snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
-    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+    if (bt_gpu_open(&g, 0, cache, BT_JIT_STORE_REQUIRED, 1, &jit, &err))
         SKIP("%s", err.msg);
     if (strcmp(g.target.arch, "sm_90a") != 0) {
         bt_jit_close(jit);
@@ -396,7 +396,7 @@ TEST(gpu_library_gemm_from_a_thread_without_a_context)
     bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
     memset(&p, 0, sizeof p);
     snprintf(cache, sizeof cache, "%s/libcache", bt_test_tmpdir());
-    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+    if (bt_gpu_open(&g, 0, cache, BT_JIT_STORE_REQUIRED, 1, &jit, &err))
         SKIP("%s", err.msg);
     blocktune_options opt = {.cache_dir = cache};
     if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
@@ -501,7 +501,7 @@ TEST(gpu_library_failed_kernel_falls_back)
     bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
     /* Its own cache: the broken entries must not reach the other tests. */
     snprintf(cache, sizeof cache, "%s/failcache", bt_test_tmpdir());
-    if (bt_gpu_open(&g, 0, cache, 1, &jit, &err))
+    if (bt_gpu_open(&g, 0, cache, BT_JIT_STORE_REQUIRED, 1, &jit, &err))
         SKIP("%s", err.msg);
     snprintf(dir, sizeof dir, "%s/failconfigs", bt_test_tmpdir());
     CHECK(bt_mkdirs(dir, &err) == 0);
@@ -625,6 +625,36 @@ TEST(library_failures_on_the_stand_in_driver)
     CHECK_EQ(blocktune_prepare(bt, &g, (long[]){16}, 1, msg, sizeof msg), 0);
     CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), 0);
     unsetenv("BT_FAKE_CUDA_CAPTURING");
+out:
+    blocktune_close(bt);
+    unsetenv("BT_FAKE_CUDA_CTX");
+    bt_test_restore_env("BT_LIBCUDA", saved);
+}
+
+/* A cache directory that cannot be written (here: under a file) does not stop the library: a
+ * kernel compiles and loads from memory, and describe says why none is cached. */
+TEST(library_runs_where_the_cache_cannot_be_written)
+{
+    char fake[4200], cache[4300], msg[8192];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
+    setenv("BT_FAKE_CUDA_CTX", "1", 1);
+    const char *blocker = bt_scratch_file("lib-cache-blocker", "a file, not a directory\n");
+    snprintf(cache, sizeof cache, "%s/cache", blocker);
+    blocktune *bt = NULL;
+    blocktune_options opt = {.cache_dir = cache};
+    if (blocktune_open(&bt, &opt, msg, sizeof msg)) {
+        bt_check_fail(t, __FILE__, __LINE__, "blocktune_open: %s", msg);
+        goto out;
+    }
+    blocktune_gemm_args g = {0x100000, 0x200000, 0x300000, 0x400000, 0x500000, 16, 7168, 2304,
+                             BLOCKTUNE_FP8, BLOCKTUNE_BF16, 128, 128};
+    CHECK_EQ(blocktune_gemm(bt, &g, NULL, msg, sizeof msg), 0);
+    CHECK_EQ(blocktune_describe(bt, &g, msg, sizeof msg), 0);
+    CHECK_CONTAINS(msg, "(built-in heuristic); compiled kernels are not cached: ");
+    CHECK_CONTAINS(msg, "not a directory");
+    CHECK(access(cache, F_OK) != 0);
 out:
     blocktune_close(bt);
     unsetenv("BT_FAKE_CUDA_CTX");

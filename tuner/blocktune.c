@@ -86,7 +86,7 @@ int blocktune_open(blocktune **out, const blocktune_options *opt, char *err, siz
     }
     blocktune *bt = bt_xcalloc(1, sizeof *bt);
     char *cache = opt && opt->cache_dir ? bt_strdup(opt->cache_dir) : bt_jit_default_cache_dir();
-    int rc = bt_gpu_open(&bt->gpu, -1, cache, 0, &bt->jit, &e);
+    int rc = bt_gpu_open(&bt->gpu, -1, cache, BT_JIT_KEEP_UNSTORED, 0, &bt->jit, &e);
     free(cache);
     if (rc) {
         free(bt);
@@ -295,8 +295,9 @@ static int no_kernel(const blocktune *bt, const bt_variant *v, const choice *c, 
 
 /* The chosen kernel, compiled and loaded on first use: 0 with *out set; 1 when the kernel itself
  * failed (it does not compile, or this GPU refuses to load it), which is kept so that it is
- * neither compiled nor loaded again and choose passes over it; -1 on any other failure (the
- * cache cannot be written, no GPU memory left), which is not kept: a later call tries again. */
+ * neither compiled nor loaded again and choose passes over it; -1 on any other failure (no GPU
+ * memory left, say), which is not kept: a later call tries again. A cache that cannot be
+ * written is none: the compiled kernel is loaded from memory (and describe says so). */
 static int kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_kernel **out, bt_err *e)
 {
     if (!c->fam)
@@ -305,7 +306,9 @@ static int kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_ke
         *out = &c->have->k;
         return 0;
     }
-    char *src = bt_jit_source(c->fam, &c->cand, v, NULL), *cubin = NULL;
+    char *src = bt_jit_source(c->fam, &c->cand, v, NULL);
+    void *cubin = NULL;
+    size_t len;
     bt_jit_job job = {.name = "kernel", .source = src};
     bt_kernel k;
     int rc = -1;
@@ -318,7 +321,7 @@ static int kernel_for(blocktune *bt, const choice *c, const bt_variant *v, bt_ke
         rc = 1;
         goto out;
     }
-    if (bt_read_file(job.path, &cubin, NULL, e))
+    if (bt_jit_read_cubin(&job, &cubin, &len, e))
         goto out;
     int load = bt_kernel_load(&bt->gpu, cubin, c->fam, &c->cand, v, &k, e);
     rc = load == 0 ? 0 : load == -1 ? 1 : -1;
@@ -441,7 +444,7 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
         no_kernel(bt, &v, &c, &e);
         return fail(buf, n, &e);
     }
-    char runs[1400], failed[1400], unread[2 * BT_ERRMAX + 64] = "";
+    char runs[1400], failed[1400], notes[3 * BT_ERRMAX + 96] = "";
     describe_choice(c.fam, &c.cand, c.source, c.batch, runs, sizeof runs);
     /* A config file passed over because it could not be read is named, with why. */
     const bt_family *fams[NFAMILIES];
@@ -449,13 +452,18 @@ int blocktune_describe(blocktune *bt, const blocktune_gemm_args *g, char *buf, s
     for (size_t i = 0; i < NFAMILIES; i++) {
         const shape_cfg *s = fams[i] ? config_for(bt, fams[i], g->N, g->K, &v) : NULL;
         if (s && s->unread[0])
-            snprintf(unread + strlen(unread), sizeof unread - strlen(unread), "; config not read: %s", s->unread);
+            snprintf(notes + strlen(notes), sizeof notes - strlen(notes), "; config not read: %s", s->unread);
     }
+    /* Kernels that compile in every process (no cache to keep them) make a slow first call. */
+    const char *unstored = bt_jit_unstored(bt->jit);
+    if (unstored)
+        snprintf(notes + strlen(notes), sizeof notes - strlen(notes), "; compiled kernels are not cached: %s",
+                 unstored);
     if (c.failed.fam) {
         describe_choice(c.failed.fam, &c.failed.cand, c.failed.source, c.failed.batch, failed, sizeof failed);
-        snprintf(buf, n, "%s, instead of %s, which failed: %s%s", runs, failed, c.failed.why, unread);
+        snprintf(buf, n, "%s, instead of %s, which failed: %s%s", runs, failed, c.failed.why, notes);
     } else {
-        snprintf(buf, n, "%s%s", runs, unread);
+        snprintf(buf, n, "%s%s", runs, notes);
     }
     return 0;
 }

@@ -62,7 +62,7 @@ out:
     return rc;
 }
 
-int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support, bt_jit **jit,
+int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int jit_mode, int with_support, bt_jit **jit,
                 bt_err *err)
 {
     int rc = -1;
@@ -92,7 +92,7 @@ int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support,
      * (and the library would otherwise destroy it at close outside its context). */
     if (with_support)
         BT_CU(&g->cu, cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), err, "cuStreamCreate");
-    if (bt_jit_open(cache_dir, &g->target, jit, err) || (with_support && load_support(g, *jit, err)))
+    if (bt_jit_open(cache_dir, &g->target, jit_mode, jit, err) || (with_support && load_support(g, *jit, err)))
         goto out;
     rc = 0;
 out:

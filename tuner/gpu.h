@@ -22,10 +22,10 @@ typedef struct {
 
 /* Opens the driver and device `ordinal` in its primary context, or (ordinal < 0) the context
  * current on this thread; derives the target (sm_90a on Hopper, sm_89 on Ada, ...) and opens
- * the compile cache for it. with_support: also compile and load the support kernels (random
- * inputs, reference, checks) the tuner and tests use, and create `stream` for them (the
- * library, without, launches on its callers' streams). */
-int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int with_support, bt_jit **jit,
+ * the compile cache for it (jit_mode: bt_jit_open's mode). with_support: also compile and
+ * load the support kernels (random inputs, reference, checks) the tuner and tests use, and
+ * create `stream` for them (the library, without, launches on its callers' streams). */
+int bt_gpu_open(bt_gpu *g, int ordinal, const char *cache_dir, int jit_mode, int with_support, bt_jit **jit,
                 bt_err *err);
 void bt_gpu_close(bt_gpu *g);
 

@@ -23,6 +23,9 @@ struct bt_jit {
     const char *opts[BT_NFIXED + 1];
     const char **hdr_names, **hdr_texts;
     bt_sha256 base; /* key state over format, NVRTC version, arch and options */
+    int keep;       /* BT_JIT_KEEP_UNSTORED */
+    int readonly;   /* with keep: the directory cannot be written, so no cubin is stored */
+    char *unstored; /* why cubins are not stored (bt_jit_unstored), or NULL */
 };
 
 /* ---- NVRTC version ---- */
@@ -85,9 +88,10 @@ char *bt_jit_default_cache_dir(void)
     return bt_strdup(".blocktune-cache");
 }
 
-int bt_jit_open(const char *cache_dir, const bt_target *target, bt_jit **out, bt_err *err)
+int bt_jit_open(const char *cache_dir, const bt_target *target, int mode, bt_jit **out, bt_err *err)
 {
     bt_jit *j = bt_xcalloc(1, sizeof *j);
+    j->keep = mode == BT_JIT_KEEP_UNSTORED;
     if (!target->arch[0]) {
         bt_fail(err, "cubin cache: no target architecture");
         goto fail;
@@ -97,9 +101,15 @@ int bt_jit_open(const char *cache_dir, const bt_target *target, bt_jit **out, bt
         bt_fail(err, "cubin cache: %s: path too long", cache_dir);
         goto fail;
     }
-    if (bt_check_writable_dir(j->dir, err)) {
-        bt_wrap(err, "cubin cache");
-        goto fail;
+    bt_err werr;
+    if (bt_check_writable_dir(j->dir, &werr)) {
+        if (!j->keep) {
+            *err = werr;
+            bt_wrap(err, "cubin cache");
+            goto fail;
+        }
+        j->readonly = 1;
+        j->unstored = bt_strdup(werr.msg);
     }
     j->opts[0] = j->arch_opt;
     for (size_t i = 0; i < BT_NFIXED; i++)
@@ -131,8 +141,11 @@ void bt_jit_close(bt_jit *j)
         return;
     free(j->hdr_names);
     free(j->hdr_texts);
+    free(j->unstored);
     free(j);
 }
+
+const char *bt_jit_unstored(const bt_jit *j) { return j->unstored; }
 
 static void sha_hex(const void *data, size_t n, char out[65])
 {
@@ -422,14 +435,22 @@ static void run_job(pool *p, bt_jit_job *job)
         return;
     }
     job->seconds = bt_now() - t0;
-    if (cache_store(job, meta, cubin, len, &err)) {
-        job->status = BT_JIT_FAILED;
-        job->log = bt_strdup(err.msg);
-        pthread_mutex_lock(&p->mu);
-        if (!p->cache_failed)
-            p->cache_err = err;
-        p->cache_failed = 1;
-        pthread_mutex_unlock(&p->mu);
+    if (p->j->readonly || cache_store(job, meta, cubin, len, &err)) {
+        if (p->j->keep) { /* the job keeps it instead */
+            job->status = BT_JIT_COMPILED;
+            job->cubin = cubin, job->cubin_len = len;
+            cubin = NULL;
+        } else {
+            job->status = BT_JIT_FAILED;
+            job->log = bt_strdup(err.msg);
+        }
+        if (!p->j->readonly) {
+            pthread_mutex_lock(&p->mu);
+            if (!p->cache_failed)
+                p->cache_err = err;
+            p->cache_failed = 1;
+            pthread_mutex_unlock(&p->mu);
+        }
     } else {
         job->status = BT_JIT_COMPILED;
     }
@@ -440,7 +461,8 @@ static void *worker(void *arg)
 {
     pool *p = arg;
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && !p->cache_failed && p->next < p->ntodo) { /* (a failed cache fails the run) */
+    /* (a failed cache fails the run, unless the jobs keep their cubins) */
+    while (!p->stop && !(p->cache_failed && !p->j->keep) && p->next < p->ntodo) {
         size_t k = p->next++;
         pthread_mutex_unlock(&p->mu);
         run_job(p, &p->jobs[p->todo[k]]);
@@ -567,8 +589,16 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
         jobs[i].spill_bytes = l->spill_bytes;
         if (l->log)
             jobs[i].log = bt_strdup(l->log);
+        if (l->cubin) {
+            jobs[i].cubin = bt_xmalloc(l->cubin_len);
+            memcpy(jobs[i].cubin, l->cubin, l->cubin_len);
+            jobs[i].cubin_len = l->cubin_len;
+        }
     }
-    if (p.cache_failed) {
+    if (p.cache_failed && j->keep) { /* kept in the jobs; later cubins are not tried */
+        j->readonly = 1;
+        j->unstored = bt_strdup(p.cache_err.msg);
+    } else if (p.cache_failed) {
         bt_fail(err, "cubin cache: %s", p.cache_err.msg);
         goto out;
     }
@@ -592,6 +622,12 @@ int bt_jit_read_cubin(const bt_jit_job *job, void **data, size_t *len, bt_err *e
     if (job->status != BT_JIT_CACHED && job->status != BT_JIT_COMPILED)
         return bt_fail(err, "%s: no cubin (the compile failed or never ran)",
                        job->name ? job->name : job->key);
+    if (job->cubin) {
+        *data = bt_xmalloc(job->cubin_len);
+        memcpy(*data, job->cubin, job->cubin_len);
+        *len = job->cubin_len;
+        return 0;
+    }
     if (bt_read_file(job->path, &buf, len, err))
         return -1;
     *data = buf;
@@ -602,6 +638,9 @@ void bt_jit_job_clear(bt_jit_job *job)
 {
     free(job->log);
     job->log = NULL;
+    free(job->cubin);
+    job->cubin = NULL;
+    job->cubin_len = 0;
     job->status = BT_JIT_PENDING;
     job->key[0] = '\0';
     job->path[0] = '\0';

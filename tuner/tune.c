@@ -913,7 +913,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         bt_wrap(err, "--out-dir");
         goto out;
     }
-    if (bt_jit_open(o->cache_dir, &r.target, &r.jit, err)) {
+    if (bt_jit_open(o->cache_dir, &r.target, BT_JIT_STORE_REQUIRED, &r.jit, err)) {
         bt_wrap(err, "--cache-dir");
         goto out;
     }

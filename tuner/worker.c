@@ -373,7 +373,7 @@ int bt_worker_main(int device, const char *cache_dir)
     bt_err err = {{0}};
     char line[8192];
     int status = 0;
-    if (bt_gpu_open(&s->gpu, device, cache_dir, 1, &s->jit, &err)) {
+    if (bt_gpu_open(&s->gpu, device, cache_dir, BT_JIT_STORE_REQUIRED, 1, &s->jit, &err)) {
         /* Answer the first request with the reason, so the parent can print it. */
         if (fgets(line, sizeof line, stdin))
             reply("error %s", oneline(&err));
