@@ -452,19 +452,27 @@ TEST(jit_keeps_cubins_the_cache_cannot_take)
     bt_jit_close(j);
 
     /* A writable cache whose store then fails: that job keeps its cubin, later ones are not
-     * stored. */
+     * stored, and what the cache holds is still read. */
     j = NULL;
     if (bt_jit_open(cache_dir("keep"), &tg, BT_JIT_KEEP_UNSTORED, &j, &err) != 0) {
         bt_check_fail(t, __FILE__, __LINE__, "bt_jit_open: %s", err.msg);
         return;
     }
     CHECK(bt_jit_unstored(j) == NULL);
-    bt_jit_job job = {.name = "c", .source = KERNEL("o[0] = 3.f;")};
+    static const char *const srcs[] = {KERNEL("o[0] = 3.f;"), KERNEL("o[0] = 5.f;"), KERNEL("o[0] = 6.f;")};
+    bt_jit_job job = {.name = "c", .source = srcs[0]}, kept = {.name = "e"};
+    char entry[4096], cmd[8300];
     CHECK_EQ(run1(j, &job, 1, 1), 0);
     CHECK(job.status == BT_JIT_COMPILED && job.cubin == NULL); /* stored */
-    char entry[4096], cmd[8300];
     snprintf(entry, sizeof entry, "%s", job.path);
     *strrchr(entry, '/') = '\0';
+    for (int i = 1; i < 3; i++) { /* one stored in another directory than c's */
+        kept.source = srcs[i];
+        CHECK_EQ(run1(j, &kept, 1, 1), 0);
+        if (strncmp(kept.path, entry, strlen(entry)) != 0)
+            break;
+    }
+    CHECK(kept.status == BT_JIT_COMPILED && kept.cubin == NULL && strncmp(kept.path, entry, strlen(entry)) != 0);
     snprintf(cmd, sizeof cmd, "rm -r '%s' && touch '%s'", entry, entry);
     CHECK_EQ(system(cmd), 0);
     CHECK_EQ(run1(j, &job, 1, 1), 0);
@@ -475,8 +483,11 @@ TEST(jit_keeps_cubins_the_cache_cannot_take)
     CHECK_EQ(run1(j, &later, 1, 1), 0);
     CHECK(later.status == BT_JIT_COMPILED && later.cubin != NULL);
     CHECK(access(later.path, F_OK) != 0);
+    CHECK_EQ(run1(j, &kept, 1, 1), 0);
+    CHECK(kept.status == BT_JIT_CACHED && kept.cubin == NULL && is_elf(t, &kept));
     bt_jit_job_clear(&job);
     bt_jit_job_clear(&later);
+    bt_jit_job_clear(&kept);
     bt_jit_close(j);
 }
 
