@@ -6,8 +6,8 @@ Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
 
     git stash && make BUILD=build/before build/before/libblocktune.so && git stash pop && make
     python3 bench/ab.py --lib before=build/before/libblocktune.so --lib after=build/libblocktune.so \\
-        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--cache DIR] [--no-peer] [--pdl]
-        [--rest MS]
+        --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--configs-for NAME=DIR]
+        [--cache DIR] [--no-peer] [--pdl] [--rest MS]
 
 A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
 cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
@@ -35,6 +35,8 @@ def main():
     ap.add_argument("--points", required=True, help="comma-separated NxKxM")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--configs", default="configs")
+    ap.add_argument("--configs-for", action="append", default=[], type=name_value,
+                    help="NAME=DIR: build NAME reads DIR instead of --configs (e.g. deeper rings only it can run)")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
     ap.add_argument("--no-peer", action="store_true", help="leave cuBLASLt out")
     ap.add_argument("--pdl", action="store_true",
@@ -48,7 +50,8 @@ def main():
     points = [tuple(int(x) for x in p.split("x")) for p in o.points.split(",")]
     torch.zeros(1, device="cuda")
     cache = o.cache or tempfile.mkdtemp(prefix="blocktune-ab-")
-    handles = {name: Blocktune(ctypes.CDLL(path), o.configs, cache, o.pdl) for name, path in libs.items()}
+    cfg = dict(o.configs_for)
+    handles = {name: Blocktune(ctypes.CDLL(path), cfg.get(name, o.configs), cache, o.pdl) for name, path in libs.items()}
     names = list(handles)
     logs = {}
     for N, K, M in points:
