@@ -468,9 +468,12 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
                 off_top[i] = off_bot[i] = 0.f;
 
             // One K block's scales, loaded from its slot once the slot is full. Thread 0 releases
-            // the slot a whole wgmma later, and its arrival orders only its own accesses: the
-            // other threads' loads are done by then in practice, not by a guarantee (as where
-            // one thread releases a slot after wgmma_wait in CUTLASS).
+            // the slot a whole wgmma later, and its arrival orders only its own accesses. The
+            // other lanes' loads are done by then: each was issued before its warp issued that
+            // K block's wgmma, which starts only once all four warps have, and thread 0 waits
+            // for it to end, hundreds of cycles on. Releasing from every warp after its
+            // promotion, which orders them by the memory model, ran at 0.83-1.00x the speed at
+            // M >= 2048 (BENCHMARKS.md, thirtieth session).
             struct scales {
                 float a0, a1, b[NBS];
             };
