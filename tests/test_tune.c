@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "configio.h"
 #include "cuda.h"
 #include "harness.h"
 
@@ -477,6 +478,54 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     free(out);
     unsetenv("BT_FAKE_CUDA_FLAKY");
     bt_test_restore_env("BT_LIBCUDA", saved);
+}
+
+/* A config that cannot be written in full (here: past the file size limit, which would
+ * otherwise kill the process with SIGXFSZ) fails the shape with one line naming the file; the
+ * old one stays as it was and no temporary file is left. On the stand-in driver. */
+TEST(tune_write_past_the_file_size_limit_fails_cleanly)
+{
+    char fake[4200], dir[4200], cmd[16384], path[4400], name[1024];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/fsize", bt_test_tmpdir());
+    bt_err err = {{0}};
+    CHECK(bt_mkdirs(dir, &err) == 0);
+    CHECK(bt_config_filename(name, sizeof name, &bt_family_classic, 7168, 2304, "Fake GPU", BT_IN_FP8, 128, 128,
+                             BT_FMT_SGLANG) == 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    /* an existing file of 98 entries, about 17 KB: the merged one will not fit 8 KB (the
+     * kernels are compiled before the limit is set) */
+    char *old = bt_xmalloc(64 * 1024);
+    size_t n = (size_t)snprintf(old, 64 * 1024, "{");
+    for (int m = 2; m < 100; m++)
+        n += (size_t)snprintf(old + n, 64 * 1024 - n,
+                              "%s\n    \"%d\": {\n        \"BLOCK_SIZE_M\": 16,\n        \"BLOCK_SIZE_N\": 64,\n"
+                              "        \"BLOCK_SIZE_K\": 128,\n        \"GROUP_SIZE_M\": 1,\n        \"num_warps\": 4,\n"
+                              "        \"num_stages\": 3\n    }",
+                              m > 2 ? "," : "", m);
+    n += (size_t)snprintf(old + n, 64 * 1024 - n, "\n}\n");
+    CHECK(bt_write_file_atomic(path, old, n, &err) == 0);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' --space '%s' --N 7168 --K 2304 --dry-run --arch sm_90a --quiet --cache-dir '%s' > /dev/null "
+             "&& (ulimit -f 8; BT_LIBCUDA='%s' '%s' --space '%s' --N 7168 --K 2304 --rest 0 --quiet "
+             "--cache-dir '%s' --out-dir . > log 2>&1; echo $? > rc); ls | grep -c '\\.tmp\\.' > tmps; true",
+             dir, bt_test_tune(), tiny_space(), cache_dir(), fake, bt_test_tune(), tiny_space(), cache_dir());
+    CHECK(system(cmd) == 0);
+    char p2[4400], *rc = NULL, *log = NULL, *tmps = NULL, *now = NULL;
+    snprintf(p2, sizeof p2, "%s/rc", dir);
+    CHECK_EQ(bt_read_file(p2, &rc, NULL, &err), 0);
+    CHECK_EQ(rc ? atoi(rc) : -1, 1);
+    snprintf(p2, sizeof p2, "%s/log", dir);
+    CHECK_EQ(bt_read_file(p2, &log, NULL, &err), 0);
+    CHECK_CONTAINS(log, ": write failed: File too large");
+    CHECK_CONTAINS(log, name);
+    snprintf(p2, sizeof p2, "%s/tmps", dir);
+    CHECK_EQ(bt_read_file(p2, &tmps, NULL, &err), 0);
+    CHECK_STREQ(tmps ? tmps : "", "0\n");
+    CHECK_EQ(bt_read_file(path, &now, NULL, &err), 0);
+    CHECK_STREQ(now ? now : "", old);
+    free(rc), free(log), free(tmps), free(now), free(old);
 }
 
 /* A second Ctrl-C stops the run at once, even while it waits on a hung kernel (a first one

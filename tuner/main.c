@@ -56,6 +56,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a GPU worker that died shows on its pipe as an error, not a signal */
+    signal(SIGXFSZ, SIG_IGN); /* a write past the file size limit fails (EFBIG) and is cleaned up */
     int code = bt_tune(&o, &stop_requested, &err);
     if (code != BT_EXIT_OK)
         fprintf(stderr, "tune: %s\n", err.msg);

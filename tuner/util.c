@@ -184,7 +184,7 @@ int bt_write_file_atomic(const char *path, const void *data, size_t len, bt_err 
         return bt_fail(err, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
     /* mkstemp makes it 0600; the published file is readable as before. */
     if (fchmod(fd, 0644) != 0) {
-        bt_fail(err, "%s: chmod failed: %s", tmp, strerror(errno));
+        bt_fail(err, "%s: chmod failed: %s", path, strerror(errno));
         goto fail;
     }
     const char *p = data;
@@ -194,19 +194,19 @@ int bt_write_file_atomic(const char *path, const void *data, size_t len, bt_err 
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            bt_fail(err, "%s: write failed: %s", tmp, strerror(errno));
+            bt_fail(err, "%s: write failed: %s", path, strerror(errno));
             goto fail;
         }
         p += w;
         left -= (size_t)w;
     }
     if (fsync(fd) != 0) {
-        bt_fail(err, "%s: fsync failed: %s", tmp, strerror(errno));
+        bt_fail(err, "%s: fsync failed: %s", path, strerror(errno));
         goto fail;
     }
     if (close(fd) != 0) {
         fd = -1;
-        bt_fail(err, "%s: close failed: %s", tmp, strerror(errno));
+        bt_fail(err, "%s: close failed: %s", path, strerror(errno));
         goto fail;
     }
     fd = -1;
