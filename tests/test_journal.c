@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -403,6 +404,43 @@ TEST(journal_in_use)
     CHECK_STREQ(err.msg, want);
     bt_journal_close(a, 1);
     CHECK_EQ(bt_journal_open(path, &h, 1, &b, NULL, NULL, classic, &err), 0);
+    bt_journal_close(b, 1);
+}
+
+/* The journal's flock, with a hook for the test below: when set, the next call first finishes
+ * that run (its shape done: the journal unlinked, then closed), so that another run has opened
+ * the file but not yet locked it. Other calls go to the C library's. */
+static bt_journal *finish_first;
+
+int flock(int fd, int op)
+{
+    static int (*real)(int, int);
+    if (!real)
+        real = (int (*)(int, int))dlsym(RTLD_NEXT, "flock");
+    if (finish_first) {
+        bt_journal *a = finish_first;
+        finish_first = NULL;
+        bt_journal_close(a, 1);
+    }
+    return real(fd, op);
+}
+
+/* A run that opened the journal just before another finished with it and removed it does not
+ * lock the removed file (journaling where nothing would resume from it, while a third run on
+ * the same shape is let in): it locks the one at the path. */
+TEST(journal_lock_follows_the_path)
+{
+    const char *path = path_for("race.journal");
+    bt_journal_header h = header();
+    bt_journal *a, *b = NULL, *c = (bt_journal *)1;
+    bt_err err;
+    CHECK_EQ(bt_journal_open(path, &h, 0, &a, NULL, NULL, classic, &err), 0);
+    finish_first = a;
+    CHECK_EQ(bt_journal_open(path, &h, 0, &b, NULL, NULL, classic, &err), 0);
+    CHECK(file_size(path) >= 0);
+    CHECK_EQ(bt_journal_open(path, &h, 1, &c, NULL, NULL, classic, &err), -1);
+    CHECK(c == NULL);
+    CHECK_CONTAINS(err.msg, "journal is in use by another tune process");
     bt_journal_close(b, 1);
 }
 

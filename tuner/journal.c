@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define JOURNAL_VERSION 2
@@ -327,13 +328,26 @@ int bt_journal_open(const char *path, const bt_journal_header *h, int resume, bt
         bt_fail(err, "%s: cannot open journal: %s", path, strerror(errno));
         goto out;
     }
-    /* Two runs appending to one journal would interleave their lines. */
-    if (flock(j->fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK)
-            bt_fail(err, "%s: journal is in use by another tune process", path);
-        else
-            bt_fail(err, "%s: cannot lock journal: %s", path, strerror(errno));
-        goto out;
+    /* Two runs appending to one journal would interleave their lines. The lock must be on the
+     * file that is at path once locked: a run that finished may have unlinked the one opened. */
+    for (;;) {
+        struct stat fst, pst;
+        if (flock(j->fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno == EWOULDBLOCK)
+                bt_fail(err, "%s: journal is in use by another tune process", path);
+            else
+                bt_fail(err, "%s: cannot lock journal: %s", path, strerror(errno));
+            goto out;
+        }
+        if (fstat(j->fd, &fst) == 0 && stat(path, &pst) == 0 && fst.st_dev == pst.st_dev &&
+            fst.st_ino == pst.st_ino)
+            break;
+        close(j->fd);
+        j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (j->fd < 0) {
+            bt_fail(err, "%s: cannot open journal: %s", path, strerror(errno));
+            goto out;
+        }
     }
     if (resume && load(j, h, &res, &nres, &keep, err))
         goto out;
