@@ -111,6 +111,40 @@ TEST(configio_fixtures_round_trip_byte_for_byte)
     }
 }
 
+/* A config with no entries ({}) reads as empty (the entries' sort is not handed a null array). */
+TEST(configio_read_empty_object)
+{
+    const char *path = bt_scratch_file("empty-config.json", "{}\n");
+    bt_config c = {0};
+    bt_err err = {{0}};
+    CHECK_EQ(bt_config_read(path, classic, &c, &err), 0);
+    CHECK_EQ(c.n, 0);
+    bt_config_free(&c);
+}
+
+/* A sidecar's list is "runs", spelled so: {"RUNS": [...]} is someone else's file, left as is. */
+TEST(configio_sidecar_runs_key_is_case_sensitive)
+{
+    char cfg[4096], side[4200];
+    snprintf(cfg, sizeof cfg, "%s/case.json", bt_test_tmpdir());
+    bt_sidecar_path(side, sizeof side, cfg);
+    FILE *f = fopen(side, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("{\"RUNS\": [], \"note\": \"not ours\"}\n", f);
+    fclose(f);
+    bt_err err = {{0}};
+    CHECK(bt_outputs_check(cfg, classic, &err) != 0);
+    CHECK_CONTAINS(err.msg, "expected an object with a \"runs\" list");
+    cJSON *run = cJSON_CreateObject();
+    CHECK(bt_sidecar_append(cfg, run, &err) != 0);
+    char *text = NULL;
+    CHECK_EQ(bt_read_file(side, &text, NULL, &err), 0);
+    CHECK_STREQ(text, "{\"RUNS\": [], \"note\": \"not ours\"}\n");
+    free(text);
+}
+
 TEST(configio_read_parses_values_in_family_order)
 {
     char path[4096];

@@ -242,7 +242,8 @@ int bt_config_read(const char *path, const bt_family *f, bt_config *out, bt_err 
         v[n] = (read_entry_pos){{batch, cand}, n, entry->string};
         n++;
     }
-    qsort(v, (size_t)n, sizeof *v, cmp_entry_pos);
+    if (n > 0)
+        qsort(v, (size_t)n, sizeof *v, cmp_entry_pos);
     /* Of batch sizes that appear twice, name the repeat that comes first in the file (equal
      * batch sizes are sorted in file order, so each v[i] equal to v[i - 1] is a repeat). */
     const read_entry_pos *dup = NULL;
@@ -381,7 +382,7 @@ static int read_sidecar(const char *path, cJSON **root, bt_err *err)
     }
     if (!(*root = bt_json_read(path, err)))
         return left_as_is(err);
-    if (!cJSON_IsObject(*root) || !cJSON_IsArray(cJSON_GetObjectItem(*root, "runs"))) {
+    if (!cJSON_IsObject(*root) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(*root, "runs"))) {
         cJSON_Delete(*root);
         *root = NULL;
         bt_fail(err, "%s: expected an object with a \"runs\" list", path);
@@ -424,7 +425,7 @@ int bt_sidecar_append(const char *config_path, cJSON *run, bt_err *err)
         root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "runs", cJSON_CreateArray());
     }
-    runs = cJSON_GetObjectItem(root, "runs");
+    runs = cJSON_GetObjectItemCaseSensitive(root, "runs");
     cJSON_AddItemToArray(runs, run);
     run = NULL;
     if (!(text = cJSON_Print(root))) {
