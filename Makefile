@@ -38,7 +38,7 @@ LIB_SRCS := $(wildcard tuner/util.c tuner/family.c tuner/configio.c tuner/jit.c 
             tuner/gpu.c tuner/blocktune.c)
 # The tuner on top of it.
 TOOL_SRCS := $(wildcard tuner/cli.c tuner/searchspace.c tuner/shapes.c tuner/tune.c \
-             tuner/worker.c tuner/bench.c tuner/journal.c tuner/progress.c)
+             tuner/worker.c tuner/bench.c tuner/journal.c tuner/progress.c tuner/fanout.c)
 MAIN_SRC := tuner/main.c
 TEST_SRCS := $(wildcard tests/*.c)
 TEMPLATES := $(sort $(wildcard templates/*.cuh templates/*.h))

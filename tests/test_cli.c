@@ -98,6 +98,11 @@ static const struct {
     {{"-jx"}, "-j: 'x' is not a positive integer"},
     {{"-j"}, "-j: missing value"},
     {{"--device", "-1"}, "--device: '-1' is not a non-negative integer"},
+    {{"--devices", "0,1,0"}, "--devices: device 0 given twice"},
+    {{"--devices", "0,-1"}, "--devices: '-1' is not a non-negative integer"},
+    {{"--devices", "1,"}, "--devices: '1,' is not a comma-separated list of device ordinals"},
+    {{"--devices", "0,1", "--device", "1"}, "--device cannot be combined with --devices (which lists every GPU to use)"},
+    {{"--devices", "0,1", "--dry-run"}, "--devices cannot be combined with --dry-run, which measures nothing"},
     {{"--timeout", "0"}, "--timeout: '0' is not a positive number of seconds"},
     {{"--timeout", "nan"}, "--timeout: 'nan' is not a positive number of seconds"},
     {{"--timeout", "5s"}, "--timeout: '5s' is not a positive number of seconds"},
@@ -121,6 +126,19 @@ static const struct {
     {{"--space", "s.yaml", "--model", "m.json", "--out-dir", "o", "--bogus"},
      "unknown flag '--bogus' (see tune --help)"},
 };
+
+/* --devices keeps the order given (the first is the one whose name the configs carry). */
+TEST(cli_devices_in_order)
+{
+    bt_options o;
+    bt_err err;
+    const char *args[] = {"--devices", "3,0,1", NULL};
+    CHECK_EQ(parse(args, &o, &err, stdout), 0);
+    CHECK_EQ(o.ndevices, 3);
+    CHECK(o.devices && o.devices[0] == 3 && o.devices[1] == 0 && o.devices[2] == 1);
+    CHECK_EQ(o.device, 3);
+    bt_options_free(&o);
+}
 
 TEST(cli_usage_errors)
 {
@@ -163,6 +181,7 @@ TEST(cli_defaults)
     CHECK(o.cache_dir != NULL);
     CHECK_EQ(o.resume, 0);
     CHECK_EQ(o.device, 0);
+    CHECK(o.devices == NULL && o.ndevices == 0);
     CHECK(o.timeout_s == 60);
     CHECK_EQ(o.rest_ms, 100);
     CHECK_EQ(o.quiet, 0);

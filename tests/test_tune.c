@@ -528,6 +528,78 @@ TEST(tune_write_past_the_file_size_limit_fails_cleanly)
     free(rc), free(log), free(tmps), free(now), free(old);
 }
 
+/* --devices: on a stand-in driver with two GPUs, the 13 shapes are tuned by two processes that
+ * take them in turn, each table naming its GPU, and every config is written; GPUs of another
+ * model or that do not exist are refused before anything runs. */
+TEST(tune_on_two_gpus_on_the_stand_in_driver)
+{
+    char fake[4200], out_dir[4200];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(out_dir, sizeof out_dir, "%s/two-gpus", bt_test_tmpdir());
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
+    setenv("BT_FAKE_CUDA_DEVICES", "Fake GPU,Fake GPU", 1);
+    char *out = NULL;
+    const char *args[] = {"--space", tiny_space(), "--tp-size", "8", "--devices", "1,0", "--rest", "0",
+                          "--cache-dir", cache_dir(), "--out-dir", out_dir, "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    CHECK_CONTAINS(out, "tuning 13 shape(s) x 1 batch sizes x 4 candidates (+ the default config) on 2 x Fake GPU");
+    int wrote = 0, tables = 0;
+    for (const char *p = out; p && (p = strstr(p, "\nwrote ")); p++)
+        wrote++;
+    for (const char *p = out; p && (p = strstr(p, "(sm_90a, device ")); p++)
+        tables++;
+    CHECK_EQ(wrote, 13);
+    CHECK_EQ(tables, 13);
+    CHECK_CONTAINS(out, "N=7168 K=2304 fp8 -> float16 on Fake GPU (sm_90a, device ");
+    free(out);
+    const char *again[] = {"--space", tiny_space(), "--N", "7168", "--K", "2304", "--devices", "0,1", "--rest", "0",
+                           "--cache-dir", cache_dir(), "--out-dir", out_dir, "--quiet", NULL};
+    setenv("BT_FAKE_CUDA_DEVICES", "Fake GPU,Other GPU", 1);
+    CHECK_EQ(bt_run_tune(&out, again), 1);
+    CHECK_CONTAINS(out, "tune: --devices: device 1 (Other GPU) is not the model of device 0 (Fake GPU): configs are "
+                        "named for one model, so tune each in a run of its own\n");
+    free(out);
+    setenv("BT_FAKE_CUDA_DEVICES", "Fake GPU", 1);
+    CHECK_EQ(bt_run_tune(&out, again), 1);
+    CHECK_CONTAINS(out, "tune: --devices: CUDA device 1 does not exist (the driver sees 1)\n");
+    free(out);
+    unsetenv("BT_FAKE_CUDA_DEVICES");
+    bt_test_restore_env("BT_LIBCUDA", saved);
+}
+
+/* Ctrl-C on a run over two GPUs reaches both GPU processes through the parent: each finishes
+ * the candidate in flight (hung here, until --timeout), keeps its journal, and the run exits
+ * 130. */
+TEST(tune_on_two_gpus_stops_on_ctrl_c)
+{
+    char fake[4200], dir[4200], cmd[16384];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/two-gpus-ctrl-c", bt_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cd '%s' && { BT_LIBCUDA='%s' BT_FAKE_CUDA_HANG=1 BT_FAKE_CUDA_DEVICES='Fake GPU,Fake GPU' "
+             "'%s' --space '%s' --tp-size 8 --devices 0,1 --timeout 2 --rest 0 --cache-dir '%s' --out-dir configs "
+             "> log 2>&1 & pid=$!; "
+             "for i in $(seq 600); do [ $(ls configs/*.journal 2>/dev/null | wc -l) -ge 2 ] && break; sleep 0.05; done; "
+             "sleep 0.5; kill -INT $pid; wait $pid; echo $? > rc; ls configs/*.journal | wc -l > journals; }",
+             dir, dir, fake, bt_test_tune(), tiny_space(), cache_dir());
+    CHECK(system(cmd) == 0);
+    char path[4300], *rc = NULL, *journals = NULL, *log = NULL;
+    bt_err err;
+    snprintf(path, sizeof path, "%s/rc", dir);
+    CHECK_EQ(bt_read_file(path, &rc, NULL, &err), 0);
+    CHECK_EQ(rc ? atoi(rc) : -1, 130);
+    snprintf(path, sizeof path, "%s/journals", dir);
+    CHECK_EQ(bt_read_file(path, &journals, NULL, &err), 0);
+    CHECK_EQ(journals ? atoi(journals) : -1, 2);
+    snprintf(path, sizeof path, "%s/log", dir);
+    CHECK_EQ(bt_read_file(path, &log, NULL, &err), 0);
+    CHECK_CONTAINS(log, "tune: interrupted\n");
+    CHECK_CONTAINS(log, "resumes the rest (--resume)");
+    free(rc), free(journals), free(log);
+}
+
 /* A second Ctrl-C stops the run at once, even while it waits on a hung kernel (a first one
  * waits for the candidate in flight, here up to the --timeout of 30 s), and the worker, deaf to
  * Ctrl-C, dies with it. On the stand-in driver, every GEMM of which hangs. */

@@ -20,7 +20,7 @@
 
 typedef enum {
     F_SPACE, F_FAMILY, F_N, F_K, F_TP, F_MODEL, F_IN, F_OUT, F_BLOCK_N, F_BLOCK_K, F_BATCH,
-    F_ARCH, F_DRY_RUN, F_OUT_DIR, F_FORMAT, F_JOBS, F_CACHE_DIR, F_RESUME, F_DEVICE, F_TIMEOUT,
+    F_ARCH, F_DRY_RUN, F_OUT_DIR, F_FORMAT, F_JOBS, F_CACHE_DIR, F_RESUME, F_DEVICE, F_DEVICES, F_TIMEOUT,
     F_QUIET, F_TOP, F_PDL, F_REST, F_HELP, F_VERSION, F_WORKER, F_INJECT
 } flag_id;
 #define F_COUNT (F_INJECT + 1)
@@ -38,7 +38,8 @@ static const struct {
     [F_DRY_RUN] = {"--dry-run", 0},     [F_OUT_DIR] = {"--out-dir", 1},
     [F_FORMAT] = {"--format", 1},       [F_JOBS] = {"-j", 1},
     [F_CACHE_DIR] = {"--cache-dir", 1}, [F_RESUME] = {"--resume", 0},
-    [F_DEVICE] = {"--device", 1},       [F_TIMEOUT] = {"--timeout", 1},
+    [F_DEVICE] = {"--device", 1},       [F_DEVICES] = {"--devices", 1},
+    [F_TIMEOUT] = {"--timeout", 1},
     [F_QUIET] = {"--quiet", 0},         [F_TOP] = {"--top", 1},
     [F_PDL] = {"--pdl", 0},             [F_REST] = {"--rest", 1},
     [F_HELP] = {"--help", 0},
@@ -110,6 +111,35 @@ static int parse_int(const char *flag, const char *s, long min, long max, long *
             return bt_fail(err, "%s: '%s' is too large (at most %ld)", flag, s, max);
     }
     return bt_fail(err, "%s: '%s' is not %s", flag, s, what);
+}
+
+/* "0,2,3": device ordinals, each once, kept in the order given. */
+static int parse_devices(const char *flag, const char *s, bt_options *o, bt_err *err)
+{
+    int rc = -1;
+    char *copy = bt_strdup(s), *save = NULL;
+    o->devices = bt_xcalloc(strlen(s) / 2 + 1, sizeof *o->devices);
+    o->ndevices = 0;
+    if (!*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
+        bt_fail(err, "%s: '%s' is not a comma-separated list of device ordinals", flag, s);
+        goto out;
+    }
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long n;
+        if (parse_int(flag, tok, 0, MAX_DEVICE, &n, err))
+            goto out;
+        for (int i = 0; i < o->ndevices; i++)
+            if (o->devices[i] == n) {
+                bt_fail(err, "%s: device %ld given twice", flag, n);
+                goto out;
+            }
+        o->devices[o->ndevices++] = (int)n;
+    }
+    o->device = o->devices[0];
+    rc = 0;
+out:
+    free(copy);
+    return rc;
 }
 
 /* "a, b, c" into buf. */
@@ -279,6 +309,7 @@ static int apply(bt_options *o, flag_id id, const char *v, FILE *out, bt_err *er
             return -1;
         o->device = (int)n;
         break;
+    case F_DEVICES: return parse_devices(flag, v, o, err);
     case F_BLOCK_N: return parse_block(flag, v, &o->block_n, err);
     case F_BLOCK_K: return parse_block(flag, v, &o->block_k, err);
     case F_BATCH:
@@ -333,8 +364,10 @@ static int check_combination(bt_options *o, const int *seen, bt_err *err)
         return bt_fail(err, "--N/--K cannot be combined with --tp-size");
     if (seen[F_N] && seen[F_MODEL])
         return bt_fail(err, "--N/--K cannot be combined with --model");
+    if (seen[F_DEVICE] && seen[F_DEVICES])
+        return bt_fail(err, "--device cannot be combined with --devices (which lists every GPU to use)");
     /* A dry run compiles and counts: flags about measuring would be silently ignored. */
-    static const flag_id measuring[] = {F_RESUME, F_TOP, F_TIMEOUT, F_REST, F_PDL, F_INJECT};
+    static const flag_id measuring[] = {F_RESUME, F_TOP, F_TIMEOUT, F_REST, F_PDL, F_INJECT, F_DEVICES};
     for (size_t i = 0; seen[F_DRY_RUN] && i < sizeof measuring / sizeof measuring[0]; i++)
         if (seen[measuring[i]])
             return bt_fail(err, "%s cannot be combined with --dry-run, which measures nothing", flags[measuring[i]].name);
@@ -402,6 +435,7 @@ void bt_options_free(bt_options *o)
     free(o->family);
     free(o->model);
     free(o->batch);
+    free(o->devices);
     free(o->arch);
     free(o->out_dir);
     free(o->cache_dir);
@@ -467,6 +501,8 @@ void bt_cli_usage(FILE *f)
 "                         else .blocktune-cache)\n"
 "  --resume               continue an interrupted run from its journals\n"
 "  --device N             CUDA device ordinal (default 0)\n"
+"  --devices 0,1,...      tune on these GPUs at once (all of one model), each\n"
+"                         taking the next shape as it finishes one\n"
 "  --timeout SECONDS      time a GPU step may take before the kernel counts as\n"
 "                         hung and its worker is killed (default 60)\n"
 "\n"

@@ -32,7 +32,10 @@ typedef struct {
     char *cache_dir;        /* --cache-dir (default $XDG_CACHE_HOME/blocktune, else
                              * $HOME/.cache/blocktune, else ./.blocktune-cache) */
     int resume;             /* --resume */
-    int device;             /* --device N (default 0) */
+    int device;             /* --device N (default 0); with --devices, the first of them */
+    int *devices;           /* --devices 0,1,...: tune shapes on these GPUs at once, in the
+                             * order given, unique (NULL: --device alone) */
+    int ndevices;
     double timeout_s;       /* --timeout SECONDS a GPU step may take before the kernel counts as
                              * hung and its worker is killed (default 60) */
     int quiet;              /* --quiet: no progress line */

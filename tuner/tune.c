@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "bench.h"
 #include "configio.h"
 #include "cuda.h"
+#include "fanout.h"
 #include "family.h"
 #include "gpu.h"
 #include "jit.h"
@@ -30,9 +32,21 @@ typedef struct {
     char *source;
 } compiled;
 
+/* A run on several GPUs (--devices) forks one process per GPU (fanout.c); they take shapes from
+ * one counter and report progress through these, in memory they share with the parent. */
+typedef struct {
+    atomic_llong units_milli, skipped_milli; /* bt_progress_update's and _skip's units, x 1000 */
+} fan_slot;
+typedef struct {
+    atomic_int next_shape, done_shapes, failed_shapes;
+    fan_slot slot[]; /* one per GPU process */
+} fan_shared;
+
 typedef struct {
     const bt_options *o;
     volatile sig_atomic_t *stop;
+    int device;     /* the GPU this process measures on */
+    fan_slot *slot; /* in a GPU process of a run on several: its progress counters */
     const bt_family *fam;
     bt_space space;
     char space_path[4096];
@@ -133,6 +147,23 @@ static int setup_shapes(run *r, bt_err *err)
 }
 
 /* The target comes from --arch or the device; without a driver only --dry-run --arch works. */
+/* --devices: every GPU listed exists and is the first one's model, which the configs are named
+ * for. */
+static int check_devices(const run *r, const bt_cuda *cu, bt_err *err)
+{
+    for (int i = 1; i < r->o->ndevices; i++) {
+        bt_device_info d;
+        bt_err derr = {{0}};
+        if (bt_cuda_device_info(cu, r->o->devices[i], &d, &derr))
+            return bt_fail(err, "--devices: %s", derr.msg);
+        if (strcmp(d.name, r->dev.name) != 0 || d.cc_major != r->dev.cc_major || d.cc_minor != r->dev.cc_minor)
+            return bt_fail(err, "--devices: device %d (%s) is not the model of device %d (%s): configs are named "
+                           "for one model, so tune each in a run of its own", r->o->devices[i], d.name,
+                           r->o->device, r->dev.name);
+    }
+    return 0;
+}
+
 static int setup_target(run *r, bt_err *err)
 {
     const bt_options *o = r->o;
@@ -142,7 +173,10 @@ static int setup_target(run *r, bt_err *err)
     if (have) {
         if (bt_cuda_device_info(&cu, o->device, &r->dev, &derr) == 0)
             r->have_device = 1;
+        int bad = r->have_device && check_devices(r, &cu, err);
         bt_cuda_close(&cu);
+        if (bad)
+            return -1;
     }
     if (o->arch) {
         if (bt_target_from_arch(o->arch, &r->target))
@@ -368,7 +402,7 @@ static int worker_up(run *r, worker_ctl *wc, bt_err *err)
 {
     if (wc->w)
         return 0;
-    if (bt_worker_start(&wc->w, wc->exe, r->o->device, r->o->cache_dir, err))
+    if (bt_worker_start(&wc->w, wc->exe, r->device, r->o->cache_dir, err))
         return -1;
     return wc->problem[0] ? set_problem(r, wc, err) : 0;
 }
@@ -452,8 +486,11 @@ static void account(batch_result *b, const bt_result *res, size_t i)
 static void print_summary(run *r, const bt_shape *s, const batch_result *br)
 {
     long N = s->N, K = s->K;
-    printf("\nN=%ld K=%ld %s -> %s on %s (%s), %s family\n", N, K, bt_in_name(r->variant.in),
-           bt_out_name(r->variant.out), r->dev.name, r->target.arch, r->fam->name);
+    char on[32] = ""; /* which GPU, where several share the run */
+    if (r->slot)
+        snprintf(on, sizeof on, ", device %d", r->device);
+    printf("\nN=%ld K=%ld %s -> %s on %s (%s%s), %s family\n", N, K, bt_in_name(r->variant.in),
+           bt_out_name(r->variant.out), r->dev.name, r->target.arch, on, r->fam->name);
     printf("%7s  %-34s %9s %8s %8s %11s %8s  %s\n", "M", "best config", "time us", "TFLOPS", "GB/s",
            "default us", "speedup", "ok/pruned/wrong/failed");
     for (int b = 0; b < r->nbatch; b++) {
@@ -694,6 +731,21 @@ static int send_problem(run *r, worker_ctl *wc, long M, bt_err *err)
     return rc ? bt_wrap(err, "M=%ld", M) : 0; /* (the caller names N and K) */
 }
 
+/* Progress, on this process's line and, in a GPU process of a run on several, for the parent's. */
+static void progress_units(run *r, double units, long done, long total)
+{
+    bt_progress_update(r->prog, units, done, total);
+    if (r->slot)
+        atomic_store(&r->slot->units_milli, llround(units * 1000));
+}
+
+static void progress_skip(run *r, double units)
+{
+    bt_progress_skip(r->prog, units);
+    if (r->slot)
+        atomic_fetch_add(&r->slot->skipped_milli, llround(units * 1000));
+}
+
 static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err)
 {
     const bt_shape *s = &r->shapes[si];
@@ -771,7 +823,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             int pi = find_prior(prior, nprior, M, &r->cands[i].cand, k == 0);
             if (pi >= 0) {
                 res = prior[pi];
-                bt_progress_skip(r->prog, 1); /* measured by the run that journaled it */
+                progress_skip(r, 1); /* measured by the run that journaled it */
                 resumed++;
             } else {
                 if (!problem_sent) {
@@ -795,7 +847,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
             account(&br[b], &res, i);
             if (pi < 0)
                 *units += 1;
-            bt_progress_update(r->prog, *units, (long)k + 1, (long)r->nspace + 1);
+            progress_units(r, *units, (long)k + 1, (long)r->nspace + 1);
         }
         if (!interrupted && !setup_failed) {
             if (!problem_sent && br[b].ok > 1 && send_problem(r, wc, M, err)) {
@@ -846,7 +898,7 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     rc = 0;
 out:
     if (rc < 0) /* what a failed shape leaves undone is no longer ahead of the run */
-        bt_progress_skip(r->prog, (double)r->nbatch * (r->nspace + 1) - (*units - units0) - resumed);
+        progress_skip(r, (double)r->nbatch * (r->nspace + 1) - (*units - units0) - resumed);
     /* A log or pipe gets the shape's table now, between the progress lines, not at exit. */
     fflush(stdout);
     if (j)
@@ -856,6 +908,118 @@ out:
         free(br[b].all);
     free(br);
     return rc;
+}
+
+/* ---------------- several GPUs ---------------- */
+
+typedef struct {
+    run *r;
+    const worker_ctl *wc;
+} fan_arg;
+
+/* In GPU process i: takes the next shape not taken until none is left, as the single-GPU loop
+ * does them, on device i of --devices. Its lines go to the parent, which shows them. */
+static int fan_child(int i, void *shared, void *arg)
+{
+    fan_arg *a = arg;
+    run *r = a->r;
+    fan_shared *sh = shared;
+    worker_ctl wc = *a->wc;
+    double units = 0;
+    r->device = r->o->devices[i];
+    r->slot = &sh->slot[i];
+    bt_progress_free(r->prog); /* the parent draws the line */
+    r->prog = bt_progress_new(stderr, 0, 1, (double)r->nshapes * r->nbatch * (r->nspace + 1));
+    while (!*r->stop) {
+        int s = atomic_fetch_add(&sh->next_shape, 1);
+        if (s >= r->nshapes)
+            break;
+        bt_err serr = {{0}};
+        int rc = tune_shape(r, s, &wc, &units, &serr);
+        if (*r->stop)
+            break;
+        if (rc) {
+            atomic_fetch_add(&sh->failed_shapes, 1);
+            fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r->shapes[s].N, r->shapes[s].K, serr.msg);
+        }
+        atomic_fetch_add(&sh->done_shapes, 1);
+    }
+    bt_worker_stop(wc.w);
+    return *r->stop ? BT_EXIT_INTERRUPTED : BT_EXIT_OK;
+}
+
+/* Shows a GPU process's line: its tables as they are, its notes on their own line, naming the
+ * GPU. */
+static void fan_line(void *ud, int i, int is_err, const char *line)
+{
+    run *r = ud;
+    if (is_err) {
+        bt_progress_note(r->prog, "[GPU %d] %s", r->o->devices[i], line);
+        return;
+    }
+    bt_progress_clear(r->prog);
+    printf("%s\n", line);
+    fflush(stdout);
+}
+
+/* --devices: the shapes on every GPU listed at once, each GPU in a process of its own that
+ * takes the next shape when it finishes one; this process shows their output and one progress
+ * line for all, and passes Ctrl-C on. */
+static int tune_on_devices(run *r, const worker_ctl *wc, bt_err *err)
+{
+    const int n = r->o->ndevices;
+    fan_arg arg = {r, wc};
+    bt_fanout *f = NULL;
+    if (bt_fanout_start(&f, n, sizeof(fan_shared) + (size_t)n * sizeof(fan_slot), fan_child, &arg, err))
+        return BT_EXIT_FAIL;
+    fan_shared *sh = bt_fanout_shared(f);
+    int passed_on = 0, shown = -1;
+    long long skipped = 0;
+    char what[64], sub[32];
+    snprintf(sub, sizeof sub, "on %d GPUs", n);
+    while (bt_fanout_poll(f, 200, fan_line, r) > 0) {
+        if (*r->stop && !passed_on) {
+            bt_fanout_signal(f, SIGINT); /* each finishes its candidate in flight, as one run does */
+            passed_on = 1;
+        }
+        long long done = 0, skip = 0;
+        for (int i = 0; i < n; i++)
+            done += atomic_load(&sh->slot[i].units_milli), skip += atomic_load(&sh->slot[i].skipped_milli);
+        if (skip > skipped)
+            bt_progress_skip(r->prog, (double)(skip - skipped) / 1000);
+        skipped = skip;
+        const int finished = atomic_load(&sh->done_shapes);
+        if (finished != shown) {
+            snprintf(what, sizeof what, "%d/%d shapes done", finished, r->nshapes);
+            bt_progress_stage(r->prog, what, sub);
+            shown = finished;
+        }
+        bt_progress_update(r->prog, (double)done / 1000, finished, r->nshapes);
+    }
+    bt_progress_clear(r->prog);
+    int interrupted = *r->stop != 0, failed = atomic_load(&sh->failed_shapes), lost = 0;
+    for (int i = 0; i < n; i++) {
+        int st = bt_fanout_status(f, i);
+        if (st == BT_EXIT_INTERRUPTED)
+            interrupted = 1;
+        else if (st != BT_EXIT_OK) {
+            lost++;
+            fprintf(stderr, "tune: the process of GPU %d ended with status %d\n", r->o->devices[i], st);
+        }
+    }
+    bt_fanout_free(f);
+    if (interrupted) {
+        bt_fail(err, "interrupted");
+        return BT_EXIT_INTERRUPTED;
+    }
+    if (failed || lost) {
+        if (lost)
+            bt_fail(err, "%d of %d shapes failed, and %d GPU process(es) ended early", failed, r->nshapes, lost);
+        else
+            bt_fail(err, "%d of %d shapes failed", failed, r->nshapes);
+        return BT_EXIT_FAIL;
+    }
+    return BT_EXIT_OK;
 }
 
 /* ---------------- entry ---------------- */
@@ -878,7 +1042,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     run r;
     int code = BT_EXIT_USAGE;
     memset(&r, 0, sizeof r);
-    r.o = o, r.stop = stop;
+    r.o = o, r.stop = stop, r.device = o->device;
     r.variant = (bt_variant){o->in, o->out, o->block_n, o->block_k};
     if (!(r.fam = bt_family_find(o->family))) {
         bt_fail(err, "--family: unknown family '%s'", o->family);
@@ -941,9 +1105,12 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         }
         goto out;
     }
-    printf("tuning %d shape(s) x %d batch sizes x %zu candidates (+ the default config) on %s (%s); "
+    char gpus[64] = "";
+    if (o->ndevices > 1)
+        snprintf(gpus, sizeof gpus, "%d x ", o->ndevices);
+    printf("tuning %d shape(s) x %d batch sizes x %zu candidates (+ the default config) on %s%s (%s); "
            "compile %.1f s (%zu compiled, %zu cached, %zu failed)\n",
-           r.nshapes, r.nbatch, r.nspace, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
+           r.nshapes, r.nbatch, r.nspace, gpus, r.dev.name, r.target.arch, r.compile_s, r.compiled_now,
            r.cached, r.failed);
     fflush(stdout);
     worker_ctl wc = {0};
@@ -955,6 +1122,10 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
     wc.exe[n] = '\0';
     double units = 0;
     r.prog = bt_progress_new(stderr, -1, o->quiet, (double)r.nshapes * r.nbatch * (r.nspace + 1));
+    if (o->ndevices > 1) {
+        code = tune_on_devices(&r, &wc, err);
+        goto out;
+    }
     int failed_shapes = 0;
     for (int s = 0; s < r.nshapes; s++) {
         bt_err serr = {{0}};

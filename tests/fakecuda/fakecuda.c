@@ -9,8 +9,11 @@
  * - BT_FAKE_CUDA_LOAD=oom or =bad: every module load fails (out of memory, or an image the GPU
  *   refuses); =bad:N the next N loads only;
  * - BT_FAKE_CUDA_CTX: a context is current from the start, as a library's caller has one;
- * - BT_FAKE_CUDA_CAPTURING: every stream is capturing a graph. */
+ * - BT_FAKE_CUDA_CAPTURING: every stream is capturing a graph;
+ * - BT_FAKE_CUDA_DEVICES="Fake GPU,Other GPU": one device of each name, in that order (unset: one
+ *   "Fake GPU"). */
 #include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,8 +38,25 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) { (void)error
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) { (void)error; *pStr = "fake"; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = 12040; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuDeviceGetCount(int *count) { *count = 1; return CUDA_SUCCESS; }
-CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) { (void)dev; strncpy(name, "Fake GPU", (size_t)len); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+    const char *d = getenv("BT_FAKE_CUDA_DEVICES");
+    *count = 1;
+    for (; d && *d; d++)
+        *count += *d == ',';
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    const char *d = getenv("BT_FAKE_CUDA_DEVICES");
+    if (!d)
+        d = "Fake GPU";
+    for (int i = 0; i < dev && strchr(d, ','); i++)
+        d = strchr(d, ',') + 1;
+    int n = (int)strcspn(d, ",");
+    snprintf(name, (size_t)len, "%.*s", n, d);
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice dev)
 {
     (void)dev;
