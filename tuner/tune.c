@@ -146,7 +146,6 @@ static int setup_shapes(run *r, bt_err *err)
     return 0;
 }
 
-/* The target comes from --arch or the device; without a driver only --dry-run --arch works. */
 /* --devices: every GPU listed exists and is the first one's model, which the configs are named
  * for. */
 static int check_devices(const run *r, const bt_cuda *cu, bt_err *err)
@@ -164,6 +163,7 @@ static int check_devices(const run *r, const bt_cuda *cu, bt_err *err)
     return 0;
 }
 
+/* The target comes from --arch or the device; without a driver only --dry-run --arch works. */
 static int setup_target(run *r, bt_err *err)
 {
     const bt_options *o = r->o;
