@@ -147,6 +147,13 @@ void bt_jit_close(bt_jit *j)
 
 const char *bt_jit_unstored(const bt_jit *j) { return j->unstored; }
 
+static void *copy_of(const void *data, size_t n)
+{
+    void *p = bt_xmalloc(n);
+    memcpy(p, data, n);
+    return p;
+}
+
 static void sha_hex(const void *data, size_t n, char out[65])
 {
     bt_sha256 s;
@@ -589,11 +596,8 @@ int bt_jit_run(bt_jit *j, bt_jit_job *jobs, size_t n, int threads,
         jobs[i].spill_bytes = l->spill_bytes;
         if (l->log)
             jobs[i].log = bt_strdup(l->log);
-        if (l->cubin) {
-            jobs[i].cubin = bt_xmalloc(l->cubin_len);
-            memcpy(jobs[i].cubin, l->cubin, l->cubin_len);
-            jobs[i].cubin_len = l->cubin_len;
-        }
+        if (l->cubin)
+            jobs[i].cubin = copy_of(l->cubin, l->cubin_len), jobs[i].cubin_len = l->cubin_len;
     }
     if (p.cache_failed && j->keep) { /* kept in the jobs; later cubins are not tried */
         j->readonly = 1;
@@ -623,8 +627,7 @@ int bt_jit_read_cubin(const bt_jit_job *job, void **data, size_t *len, bt_err *e
         return bt_fail(err, "%s: no cubin (the compile failed or never ran)",
                        job->name ? job->name : job->key);
     if (job->cubin) {
-        *data = bt_xmalloc(job->cubin_len);
-        memcpy(*data, job->cubin, job->cubin_len);
+        *data = copy_of(job->cubin, job->cubin_len);
         *len = job->cubin_len;
         return 0;
     }
