@@ -568,36 +568,61 @@ TEST(tune_on_two_gpus_on_the_stand_in_driver)
     bt_test_restore_env("BT_LIBCUDA", saved);
 }
 
-/* Ctrl-C on a run over two GPUs reaches both GPU processes through the parent: each finishes
- * the candidate in flight (hung here, until --timeout), keeps its journal, and the run exits
- * 130. */
-TEST(tune_on_two_gpus_stops_on_ctrl_c)
+/* Runs `tune <shapes> --devices 0,1` on the stand-in driver, every GEMM of which hangs (until
+ * --timeout 2), in dir; once `journals` journals are open, runs `action` (a shell command; $pid
+ * is the parent). Returns the exit code; *log gets the output and *left how many journals are
+ * left. */
+static int two_gpus_then(bt_t *t, const char *fake, const char *dir, const char *shapes, int journals,
+                         const char *action, char **log, int *left)
 {
-    char fake[4200], dir[4200], cmd[16384];
-    if (bt_test_fake_driver(fake, sizeof fake) != 0)
-        SKIP("no stand-in driver at %.200s", fake);
-    snprintf(dir, sizeof dir, "%s/two-gpus-ctrl-c", bt_test_tmpdir());
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s' && cd '%s' && { BT_LIBCUDA='%s' BT_FAKE_CUDA_HANG=1 BT_FAKE_CUDA_DEVICES='Fake GPU,Fake GPU' "
-             "'%s' --space '%s' --tp-size 8 --devices 0,1 --timeout 2 --rest 0 --cache-dir '%s' --out-dir configs "
-             "> log 2>&1 & pid=$!; "
-             "for i in $(seq 600); do [ $(ls configs/*.journal 2>/dev/null | wc -l) -ge 2 ] && break; sleep 0.05; done; "
-             "sleep 0.5; kill -INT $pid; wait $pid; echo $? > rc; ls configs/*.journal | wc -l > journals; }",
-             dir, dir, fake, bt_test_tune(), tiny_space(), cache_dir());
-    CHECK(system(cmd) == 0);
-    char path[4300], *rc = NULL, *journals = NULL, *log = NULL;
+    char cmd[16384], path[4300], *rc = NULL, *nj = NULL;
     bt_err err;
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && mkdir -p '%s' && cd '%s' && { BT_LIBCUDA='%s' BT_FAKE_CUDA_HANG=1 "
+             "BT_FAKE_CUDA_DEVICES='Fake GPU,Fake GPU' '%s' --space '%s' %s --devices 0,1 --timeout 2 --rest 0 "
+             "--cache-dir '%s' --out-dir configs > log 2>&1 & pid=$!; "
+             "for i in $(seq 600); do [ $(ls configs/*.journal 2>/dev/null | wc -l) -ge %d ] && break; sleep 0.05; done; "
+             "sleep 0.5; %s; wait $pid; echo $? > rc; ls configs/*.journal | wc -l > journals; }",
+             dir, dir, dir, fake, bt_test_tune(), tiny_space(), shapes, cache_dir(), journals, action);
+    CHECK(system(cmd) == 0);
     snprintf(path, sizeof path, "%s/rc", dir);
     CHECK_EQ(bt_read_file(path, &rc, NULL, &err), 0);
-    CHECK_EQ(rc ? atoi(rc) : -1, 130);
     snprintf(path, sizeof path, "%s/journals", dir);
-    CHECK_EQ(bt_read_file(path, &journals, NULL, &err), 0);
-    CHECK_EQ(journals ? atoi(journals) : -1, 2);
+    CHECK_EQ(bt_read_file(path, &nj, NULL, &err), 0);
     snprintf(path, sizeof path, "%s/log", dir);
-    CHECK_EQ(bt_read_file(path, &log, NULL, &err), 0);
-    CHECK_CONTAINS(log, "tune: interrupted\n");
-    CHECK_CONTAINS(log, "resumes the rest (--resume)");
-    free(rc), free(journals), free(log);
+    *log = NULL;
+    CHECK_EQ(bt_read_file(path, log, NULL, &err), 0);
+    int code = rc ? atoi(rc) : -1;
+    *left = nj ? atoi(nj) : -1;
+    free(rc), free(nj);
+    return code;
+}
+
+/* A stop on a run over two GPUs, whether it reaches the parent alone (SIGTERM from `timeout`)
+ * or every process, in either order (Ctrl-C on a terminal, a job scheduler's SIGTERM): each GPU
+ * process finishes the candidate in flight (hung here, until --timeout), keeps its journal, and
+ * the run exits 130. A GPU process killed outright fails the shape it held, named. */
+TEST(tune_on_two_gpus_stops_on_ctrl_c)
+{
+    char fake[4200], dir[4200], *log = NULL;
+    int left;
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/two-gpus-stop", bt_test_tmpdir());
+    static const char *const stops[] = {"kill -TERM $pid", "kill -INT $pid $(pgrep -P $pid)",
+                                        "kill -TERM $(pgrep -P $pid) $pid"};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        CHECK_EQ(two_gpus_then(t, fake, dir, "--tp-size 8", 2, stops[i], &log, &left), 130);
+        CHECK_EQ(left, 2);
+        CHECK_CONTAINS(log, "tune: interrupted\n");
+        CHECK_CONTAINS(log, "resumes the rest (--resume)");
+        free(log);
+    }
+    CHECK_EQ(two_gpus_then(t, fake, dir, "--N 7168 --K 2304", 1, "kill -KILL $(pgrep -P $pid)", &log, &left), 1);
+    CHECK_CONTAINS(log, " ended with status 137 while tuning N=7168 K=2304 (--resume goes on from its journal)\n");
+    CHECK_CONTAINS(log, "tune: 1 of 1 shapes failed, and ");
+    CHECK_EQ(left, 1);
+    free(log);
 }
 
 /* A second Ctrl-C stops the run at once, even while it waits on a hung kernel (a first one

@@ -71,7 +71,6 @@ int bt_fanout_start(bt_fanout **out, int n, size_t shared_bytes, bt_fanout_fn fn
             goto fail;
         }
         if (pid == 0) {
-            setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != parent)
                 _exit(127);
@@ -131,7 +130,7 @@ int bt_fanout_poll(bt_fanout *f, int ms, bt_fanout_line_fn line, void *ud)
                 p[np++] = (struct pollfd){.fd = f->c[i].s[k].fd, .events = POLLIN};
     if (np > 0 && poll(p, (nfds_t)np, ms) > 0) {
         for (int i = 0; i < f->n; i++)
-            for (int k = 0; k < 2; k++) {
+            for (int k = 1; k >= 0; k--) { /* a child's notes before the table that follows them */
                 stream *s = &f->c[i].s[k];
                 int ready = 0;
                 for (int q = 0; q < np; q++)

@@ -18,9 +18,9 @@ typedef int (*bt_fanout_fn)(int i, void *shared, void *arg);
 typedef void (*bt_fanout_line_fn)(void *ud, int i, int is_err, const char *line);
 
 /* Forks n children running fn, after flushing this process's stdio so nothing buffered is
- * written twice. shared: bytes of zeroed memory mapped into all of them. Each child runs in
- * a process group of its own (a terminal's Ctrl-C reaches only the parent, which passes it on
- * with bt_fanout_signal) and gets SIGTERM if the parent dies. */
+ * written twice. shared: bytes of zeroed memory mapped into all of them. The children stay in
+ * this process's group (a terminal's Ctrl-C and Ctrl-Z reach them too) and get SIGTERM if the
+ * parent dies. */
 int bt_fanout_start(bt_fanout **out, int n, size_t shared_bytes, bt_fanout_fn fn, void *arg, bt_err *err);
 void *bt_fanout_shared(const bt_fanout *f);
 

@@ -11,16 +11,25 @@
 
 /* The one piece of process-wide state: Ctrl-C (or SIGTERM, as `timeout` and job schedulers
  * send) asks the run to stop after the candidate in flight, so the journal and the finished
- * batch sizes are written. */
-static volatile sig_atomic_t stop_requested;
+ * batch sizes are written (stop_requested); a second one stops at once (signalled: one came). */
+static volatile sig_atomic_t stop_requested, signalled;
+
+/* A stop passed on by the parent process of a run on several GPUs (tune --devices) to its GPU
+ * processes: it only asks, and does not count as a first Ctrl-C, since the process may get the
+ * same Ctrl-C or the job's SIGTERM itself too, before or after it. */
+static void on_relayed_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
 
 static void on_sigint(int sig)
 {
-    if (stop_requested) { /* a second signal: stop now (delivered once this handler returns) */
+    if (signalled) { /* a second signal: stop now (delivered once this handler returns) */
         signal(sig, SIG_DFL);
         raise(sig);
     }
-    stop_requested = 1;
+    signalled = stop_requested = 1;
 }
 
 /* What went to standard output (the help, the tables) must have arrived: a full disk or a closed
@@ -55,6 +64,8 @@ int main(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_relayed_stop;
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a GPU worker that died shows on its pipe as an error, not a signal */
     signal(SIGXFSZ, SIG_IGN); /* a write past the file size limit fails (EFBIG) and is cleaned up */
     int code = bt_tune(&o, &stop_requested, &err);

@@ -36,6 +36,7 @@ typedef struct {
  * one counter and report progress through these, in memory they share with the parent. */
 typedef struct {
     atomic_llong units_milli, skipped_milli; /* bt_progress_update's and _skip's units, x 1000 */
+    atomic_int shape;                        /* 1 + the shape being tuned, 0 between shapes */
 } fan_slot;
 typedef struct {
     atomic_int next_shape, done_shapes, failed_shapes;
@@ -935,7 +936,9 @@ static int fan_child(int i, void *shared, void *arg)
         if (s >= r->nshapes)
             break;
         bt_err serr = {{0}};
+        atomic_store(&r->slot->shape, s + 1);
         int rc = tune_shape(r, s, &wc, &units, &serr);
+        atomic_store(&r->slot->shape, 0);
         if (*r->stop)
             break;
         if (rc) {
@@ -964,7 +967,7 @@ static void fan_line(void *ud, int i, int is_err, const char *line)
 
 /* --devices: the shapes on every GPU listed at once, each GPU in a process of its own that
  * takes the next shape when it finishes one; this process shows their output and one progress
- * line for all, and passes Ctrl-C on. */
+ * line for all, and passes a stop on (SIGUSR1: see tune.h) to those a signal did not reach. */
 static int tune_on_devices(run *r, const worker_ctl *wc, bt_err *err)
 {
     const int n = r->o->ndevices;
@@ -979,7 +982,7 @@ static int tune_on_devices(run *r, const worker_ctl *wc, bt_err *err)
     snprintf(sub, sizeof sub, "on %d GPUs", n);
     while (bt_fanout_poll(f, 200, fan_line, r) > 0) {
         if (*r->stop && !passed_on) {
-            bt_fanout_signal(f, SIGINT); /* each finishes its candidate in flight, as one run does */
+            bt_fanout_signal(f, SIGUSR1); /* each finishes its candidate in flight, as one run does */
             passed_on = 1;
         }
         long long done = 0, skip = 0;
@@ -994,17 +997,24 @@ static int tune_on_devices(run *r, const worker_ctl *wc, bt_err *err)
             bt_progress_stage(r->prog, what, sub);
             shown = finished;
         }
-        bt_progress_update(r->prog, (double)done / 1000, finished, r->nshapes);
+        bt_progress_update(r->prog, (double)done / 1000, 0, 0); /* (the stage counts the shapes) */
     }
     bt_progress_clear(r->prog);
-    int interrupted = *r->stop != 0, failed = atomic_load(&sh->failed_shapes), lost = 0;
+    /* (a stop that came once every GPU had finished interrupted nothing) */
+    int interrupted = 0, failed = atomic_load(&sh->failed_shapes), lost = 0;
     for (int i = 0; i < n; i++) {
-        int st = bt_fanout_status(f, i);
-        if (st == BT_EXIT_INTERRUPTED)
+        int st = bt_fanout_status(f, i), s = atomic_load(&sh->slot[i].shape) - 1;
+        if (st == BT_EXIT_INTERRUPTED) {
             interrupted = 1;
-        else if (st != BT_EXIT_OK) {
+        } else if (st != BT_EXIT_OK) {
             lost++;
-            fprintf(stderr, "tune: the process of GPU %d ended with status %d\n", r->o->devices[i], st);
+            if (s >= 0) { /* its journal has what it measured */
+                failed++;
+                fprintf(stderr, "tune: the process of GPU %d ended with status %d while tuning N=%ld K=%ld (--resume "
+                        "goes on from its journal)\n", r->o->devices[i], st, r->shapes[s].N, r->shapes[s].K);
+            } else {
+                fprintf(stderr, "tune: the process of GPU %d ended with status %d\n", r->o->devices[i], st);
+            }
         }
     }
     bt_fanout_free(f);
