@@ -1,5 +1,6 @@
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "progress.h"
@@ -118,6 +119,26 @@ TEST(progress_eta)
     CHECK_CONTAINS(out, "a\n\r[s]  candidates 10/1000  1%  ETA --\x1b[K");
     CHECK_CONTAINS(out, "b\n\r[s]  candidates 500/1000  50%  ETA ");
     CHECK(strstr(out, "50%  ETA --") == NULL);
+    free(out);
+    fclose(f);
+}
+
+/* On four lanes (GPUs) of which the work left keeps one busy, the work left goes at a quarter of
+ * the rate so far. */
+TEST(progress_eta_with_lanes)
+{
+    FILE *f = tmpfile();
+    bt_progress *p = bt_progress_new(f, 1, 0, 1000);
+    bt_progress_stage(p, "s", NULL);
+    usleep(1000000);
+    bt_progress_update(p, 500, 0, 0); /* half in about a second: a second left */
+    bt_progress_note(p, "a");
+    bt_progress_lanes(p, 4, 1);
+    bt_progress_note(p, "b");
+    bt_progress_free(p);
+    char *out = contents(f);
+    CHECK_CONTAINS(out, "a\n\r[s]  50%  ETA 1s\x1b[K");
+    CHECK_CONTAINS(out, "b\n\r[s]  50%  ETA 4s\x1b[K");
     free(out);
     fclose(f);
 }

@@ -22,6 +22,7 @@ struct bt_progress {
     int tty, quiet;
     double total, units;
     long done, count; /* the stage's candidates */
+    int lanes, busy;  /* bt_progress_lanes */
     char what[128], sub[128];
     double t0, last; /* start; the last line written */
     int shown;       /* a progress line is on the terminal */
@@ -34,6 +35,7 @@ bt_progress *bt_progress_new(FILE *f, int tty, int quiet, double total_units)
     p->tty = tty < 0 ? isatty(fileno(f)) : tty;
     p->quiet = quiet;
     p->total = total_units;
+    p->lanes = p->busy = 1;
     p->t0 = bt_now();
     p->last = -INFINITY;
     return p;
@@ -68,7 +70,7 @@ static void format_line(const bt_progress *p, char *buf, size_t n)
         double frac = fmin(fmax(p->units / p->total, 0), 1), elapsed = bt_now() - p->t0;
         char eta[32] = "--";
         if (p->units > 0 && (frac >= ETA_MIN_FRACTION || elapsed >= ETA_MIN_S))
-            bt_format_duration(elapsed * (p->total - p->units) / p->units, eta, sizeof eta);
+            bt_format_duration(elapsed * (p->total - p->units) / p->units * p->lanes / p->busy, eta, sizeof eta);
         add(buf, n, &used, "  %d%%  ETA %s", (int)(frac * 100), eta);
     }
 }
@@ -116,6 +118,12 @@ void bt_progress_update(bt_progress *p, double units_done, long done, long total
     p->count = total;
     if (bt_now() - p->last >= (p->tty ? TTY_INTERVAL_S : PLAIN_INTERVAL_S))
         emit(p);
+}
+
+void bt_progress_lanes(bt_progress *p, int lanes, int busy)
+{
+    p->lanes = lanes > 1 ? lanes : 1;
+    p->busy = busy < 1 ? 1 : busy > p->lanes ? p->lanes : busy;
 }
 
 void bt_progress_skip(bt_progress *p, double units)

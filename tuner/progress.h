@@ -22,6 +22,10 @@ void bt_progress_update(bt_progress *p, double units_done, long done, long total
  * that failed leaves undone. The ETA is then that of the work left at this run's own rate, not
  * at one that counts the journal's results as done in no time. */
 void bt_progress_skip(bt_progress *p, double units);
+/* The work runs on `lanes` workers at once (several GPUs), of which what is left keeps only
+ * `busy` at work (fewer once fewer shapes are left than GPUs): the ETA takes the work left at
+ * the rate of `busy` lanes, not of all. Without this call, one lane. */
+void bt_progress_lanes(bt_progress *p, int lanes, int busy);
 /* Prints a message (no trailing newline) on its own line without garbling the progress
  * line. */
 void bt_progress_note(bt_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -992,6 +992,7 @@ static int tune_on_devices(run *r, const worker_ctl *wc, bt_err *err)
             bt_progress_skip(r->prog, (double)(skip - skipped) / 1000);
         skipped = skip;
         const int finished = atomic_load(&sh->done_shapes);
+        bt_progress_lanes(r->prog, n, r->nshapes - finished); /* (shapes under way or not started) */
         if (finished != shown) {
             snprintf(what, sizeof what, "%d/%d shapes done", finished, r->nshapes);
             bt_progress_stage(r->prog, what, sub);
