@@ -120,7 +120,7 @@ static int parse_devices(const char *flag, const char *s, bt_options *o, bt_err 
     char *copy = bt_strdup(s), *save = NULL;
     o->devices = bt_xcalloc(strlen(s) / 2 + 1, sizeof *o->devices);
     o->ndevices = 0;
-    if (!*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
+    if (!bt_is_comma_list(s)) {
         bt_fail(err, "%s: '%s' is not a comma-separated list of device ordinals", flag, s);
         goto out;
     }

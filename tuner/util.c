@@ -313,13 +313,17 @@ static int cmp_long(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int bt_is_comma_list(const char *s)
+{
+    return *s && s[0] != ',' && s[strlen(s) - 1] != ',' && !strstr(s, ",,");
+}
+
 int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err)
 {
     int rc = -1, cnt = 0;
     long *vals = NULL;
     char *copy = bt_strdup(s), *save = NULL;
-    /* An empty item anywhere is an error: strtok_r would pass over it. */
-    if (!*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
+    if (!bt_is_comma_list(s)) {
         bt_fail(err, "'%s' is not a comma-separated list of positive integers", s);
         goto out;
     }

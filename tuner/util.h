@@ -46,6 +46,9 @@ int bt_check_dir_creatable(const char *dir, bt_err *err);
 /* Parses a whole decimal integer in [min, max]; 0 on success. */
 int bt_parse_long(const char *s, long min, long max, long *out);
 
+/* Whether s is a comma-separated list with no empty item (strtok_r would pass over one). */
+int bt_is_comma_list(const char *s);
+
 /* Parses "1,2,4" into a sorted, de-duplicated array of positive integers (caller frees). */
 int bt_parse_int_list(const char *s, long max, long **out, int *n, bt_err *err);
 
