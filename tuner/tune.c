@@ -911,6 +911,13 @@ out:
     return rc;
 }
 
+/* Why shape s failed, on a line of its own (a shape that failed left its progress line up). */
+static void say_shape_failed(run *r, int s, const bt_err *why)
+{
+    bt_progress_clear(r->prog);
+    fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r->shapes[s].N, r->shapes[s].K, why->msg);
+}
+
 /* ---------------- several GPUs ---------------- */
 
 typedef struct {
@@ -943,7 +950,7 @@ static int fan_child(int i, void *shared, void *arg)
             break;
         if (rc) {
             atomic_fetch_add(&sh->failed_shapes, 1);
-            fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r->shapes[s].N, r->shapes[s].K, serr.msg);
+            say_shape_failed(r, s, &serr);
         }
         atomic_fetch_add(&sh->done_shapes, 1);
     }
@@ -1148,8 +1155,7 @@ int bt_tune(const bt_options *o, volatile sig_atomic_t *stop, bt_err *err)
         }
         if (rc) {
             failed_shapes++;
-            bt_progress_clear(r.prog); /* a shape that failed left its line up */
-            fprintf(stderr, "tune: N=%ld K=%ld: %s\n", r.shapes[s].N, r.shapes[s].K, serr.msg);
+            say_shape_failed(&r, s, &serr);
         }
     }
     bt_worker_stop(wc.w);
