@@ -8,12 +8,18 @@ read the same FP8 codes and scales (cuBLASLt's activation scales M-major, ours r
 With --pdl a fourth graph runs the native kernels with programmatic dependent launch
 (blocktune_options.pdl): each call is set up while the call before it finishes.
 
+With --deepgemm DIR a fifth graph runs DeepGEMM's gemm_fp8_fp8_bf16_nt (a DeepGEMM checkout of
+the pure-Python JIT era, e.g. commit 8702f91, with CUTLASS's cute/ and cutlass/ headers under
+deep_gemm/include; it is not part of blocktune and none of it is in this repository) on the
+same codes and scales, with the config its own heuristic picks, as a serving stack calls it.
+Its kernels are compiled (nvcc, in parallel) before the first point.
+
 Usage: python3 bench/sidebyside.py --configs configs --shapes 7168x2304,576x7168 --ms 16,4096
-       [--cache DIR] [--pdl] [--rest MS]
+       [--cache DIR] [--pdl] [--rest MS] [--deepgemm DIR]
 Prints one JSON line per (N, K, M): native_us, classic_us, peer_us (null where cuBLASLt
-refuses), native_pdl_us with --pdl, the native kernel, and each output's relative difference
-from the native one."""
-import argparse, ctypes, glob, json, os, sys, tempfile, torch
+refuses), native_pdl_us with --pdl, deepgemm_us and deepgemm_config with --deepgemm, the native
+kernel, and each output's relative difference from the native one."""
+import argparse, concurrent.futures, ctypes, glob, importlib, json, os, sys, tempfile, torch
 
 from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, lt_scale_b, make_inputs, rotation_sets  # bench/ is on the path
 
@@ -87,13 +93,60 @@ def peer_per_tensor(s):
     torch._scaled_mm(s["a"], s["b"].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=s["c"])
 
 
+def load_deepgemm(path):
+    """The deep_gemm package of the checkout at path."""
+    sys.path.insert(0, os.path.abspath(path))
+    return importlib.import_module("deep_gemm")
+
+
+def deepgemm_keys(dg, M, N, K):
+    """The template keys (as DeepGEMM's gemm_fp8_fp8_bf16_nt derives them) of its kernel for
+    (M, N, K), with the launch-independent arguments its code generator reads."""
+    from deep_gemm.jit_kernels.gemm import get_best_configs
+    from deep_gemm.jit_kernels.runtime import GemmType
+    _, bm, bn, stages, (mc, on_a), smem = get_best_configs(M, N, K, 1, dg.get_num_sms())
+    return {"N": N, "K": K, "BLOCK_M": bm, "BLOCK_N": bn, "SWIZZLE_D_MODE": smem[1],
+            "BLOCK_N_PADDING": smem[2], "NUM_STAGES": stages, "NUM_TMA_MULTICAST": mc,
+            "IS_TMA_MULTICAST_ON_A": on_a, "GEMM_TYPE": GemmType.Normal, "NUM_GROUPS": 1,
+            "BLOCK_K": 128, "NUM_TMA_THREADS": 128, "NUM_MATH_THREADS_PER_GROUP": 128}
+
+
+def deepgemm_precompile(dg, points):
+    """Builds DeepGEMM's kernels for all (M, N, K) in points at once (its JIT compiles one at a
+    time, on the first call); the calls then find them in its cache."""
+    from deep_gemm.jit import build
+    from deep_gemm.jit_kernels.runtime import FP8GemmRuntime
+    def one(code):
+        try:
+            build("gemm_fp8_fp8_bf16_nt", code, FP8GemmRuntime)
+        except Exception as e:  # the point's call fails again and records why
+            print(f"deepgemm: build failed: {e}", file=sys.stderr)
+
+    codes = {FP8GemmRuntime.generate(**deepgemm_keys(dg, *p)) for p in points}
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
+        list(ex.map(one, codes))
+
+
+def add_deepgemm(dg, sets, calls):
+    """calls["deepgemm"]: DeepGEMM's GEMM of the input sets. It reads the activation scales
+    M-major with M padded to 16 bytes: converted here, so that the timed call is the GEMM alone."""
+    for s in sets:
+        s["sa_dg"] = dg.get_col_major_tma_aligned_tensor(s["sa"])
+
+    def call(i):
+        s = sets[i % len(sets)]
+        dg.gemm_fp8_fp8_bf16_nt((s["a"], s["sa_dg"]), (s["b"], s["sb"]), s["c"])
+    calls["deepgemm"] = call
+
+
 def rel_diff(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
 def first_outputs(calls, s):
     """Each call's output for input set s (C poisoned with NaN before each); a call to cuBLASLt
-    ("peer", "peer_tensor") that it refuses (M = 1) is dropped from calls."""
+    ("peer", "peer_tensor") that it refuses (M = 1) or to DeepGEMM that fails is dropped from
+    calls, its error kept as outs[name + "_error"]."""
     outs = {}
     for name in list(calls):
         s["c"].fill_(float("nan"))
@@ -101,14 +154,15 @@ def first_outputs(calls, s):
             calls[name](0)
             torch.cuda.synchronize()
             outs[name] = s["c"].clone()
-        except RuntimeError:
-            if not name.startswith("peer"):
+        except (RuntimeError, AssertionError) as e:
+            if not name.startswith(("peer", "deepgemm")):
                 raise
             del calls[name]
+            outs[name + "_error"] = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
     return outs
 
 
-def point(native, classic, M, N, K, pdl=None, rest_ms=0):
+def point(native, classic, M, N, K, pdl=None, rest_ms=0, dg=None):
     nsets = rotation_sets(M, N, K)
     sets = [inputs(M, N, K) for _ in range(nsets)]
     kernel = native.prepare(M, N, K)
@@ -119,16 +173,23 @@ def point(native, classic, M, N, K, pdl=None, rest_ms=0):
     if pdl:  # the same kernels, each allowed to start while the one before it finishes
         pdl.prepare(M, N, K)
         calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
+    if dg:
+        add_deepgemm(dg, sets, calls)
     outs = first_outputs(calls, sets[0])
     n = calls_per_replay(calls["native"], nsets)
     us = interleaved_calls_us(calls, n, 15, rest_ms)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
-    for name in ("native", "classic", "peer", "native_pdl"):
-        if name == "native_pdl" and not pdl:
+    if dg:
+        k = deepgemm_keys(dg, M, N, K)
+        res["deepgemm_config"] = ",".join(str(k[x]) for x in ("BLOCK_M", "BLOCK_N", "NUM_STAGES", "NUM_TMA_MULTICAST"))
+    for name in ("native", "classic", "peer", "native_pdl", "deepgemm"):
+        if (name == "native_pdl" and not pdl) or (name == "deepgemm" and not dg):
             continue
         res[f"{name}_us"] = round(us[name], 3) if name in us else None
         if name != "native" and name in outs:
             res[f"{name}_rel_diff"] = float(f"{rel_diff(outs[name], outs['native']):.2e}")
+        if name + "_error" in outs:
+            res[f"{name}_error"] = outs[name + "_error"]
     return res
 
 
@@ -141,6 +202,8 @@ def main():
     ap.add_argument("--ms", required=True)
     ap.add_argument("--pdl", action="store_true",
                     help="also time the native graph with programmatic dependent launch (native_pdl_us)")
+    ap.add_argument("--deepgemm", metavar="DIR",
+                    help="also time DeepGEMM's GEMM from the checkout at DIR (deepgemm_us)")
     add_rest_arg(ap)
     o = ap.parse_args()
     torch.zeros(1, device="cuda")
@@ -150,11 +213,13 @@ def main():
     native = Blocktune(lib, o.configs, cache)
     classic = Blocktune(lib, classic_config_dir(o.configs), cache)
     pdl = Blocktune(lib, o.configs, cache, pdl=True) if o.pdl else None
-    for shape in o.shapes.split(","):
-        N, K = map(int, shape.split("x"))
-        for M in map(int, o.ms.split(",")):
-            print(json.dumps(point(native, classic, M, N, K, pdl, o.rest)), flush=True)
-            torch.cuda.empty_cache()
+    points = [(M, *map(int, shape.split("x"))) for shape in o.shapes.split(",") for M in map(int, o.ms.split(","))]
+    dg = load_deepgemm(o.deepgemm) if o.deepgemm else None
+    if dg:
+        deepgemm_precompile(dg, points)
+    for M, N, K in points:
+        print(json.dumps(point(native, classic, M, N, K, pdl, o.rest, dg)), flush=True)
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -10,14 +10,16 @@ optionally INT8_CONVERT and CTAS_PER_SM), used at every M; --shipped DIR adds DI
 once more as "NAME+pdl", launched with programmatic dependent launch. Prints one JSON line per
 (N, K, M): microseconds per call of each (median of 11 rounds, each replaying every graph in a
 random order), cuBLASLt's as "peer", each output's relative difference from the first, and
-"heuristic_instead": the variants the device cannot run, timed as the library's heuristic.
+"heuristic_instead": the variants the device cannot run, timed as the library's heuristic;
+--deepgemm DIR adds DeepGEMM's GEMM as "deepgemm" (sidebyside.py says which checkout).
 With --classic the --shipped directories are timed through their classic (SGLang-format) files
 only, e.g. a classic re-tune against the shipped classic configs."""
 import argparse, ctypes, json, os, tempfile, torch
 
 from compare import config_name  # bench/ is on the path
 from peer import add_rest_arg, calls_per_replay, interleaved_calls_us, name_value, rotation_sets
-from sidebyside import Blocktune, classic_config_dir, first_outputs, inputs, peer, rel_diff
+from sidebyside import (Blocktune, add_deepgemm, classic_config_dir, deepgemm_precompile, first_outputs, inputs,
+                        load_deepgemm, peer, rel_diff)
 
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "INT8_CONVERT",
         "CTAS_PER_SM")
@@ -54,6 +56,7 @@ def main():
     ap.add_argument("--pdl", action="store_true", help="also time each variant with programmatic dependent launch")
     ap.add_argument("--lib", default="build/libblocktune.so")
     ap.add_argument("--cache", help="compiled-kernel cache; default: a new one")
+    ap.add_argument("--deepgemm", metavar="DIR", help="also time DeepGEMM's GEMM from the checkout at DIR")
     add_rest_arg(ap)
     o = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in o.shapes.split(",")]
@@ -76,6 +79,9 @@ def main():
     if o.pdl:  # each variant once more, with programmatic dependent launch
         handles.update({name + "+pdl": Blocktune(lib, d, cache, pdl=True) for name, d in dirs.items()})
     first = next(iter(handles))
+    dg = load_deepgemm(o.deepgemm) if o.deepgemm else None
+    if dg:
+        deepgemm_precompile(dg, [(M, N, K) for N, K in shapes for M in map(int, o.ms.split(","))])
     for N, K in shapes:
         for M in map(int, o.ms.split(",")):
             nsets = rotation_sets(M, N, K)
@@ -89,11 +95,15 @@ def main():
                 calls[name] = (lambda h: lambda i: h.gemm(sets[i % nsets], M, N, K))(h)
             if not o.no_peer:
                 calls["peer"] = lambda i: peer(sets[i % nsets])
+            if dg:
+                add_deepgemm(dg, sets, calls)
             outs = first_outputs(calls, sets[0])
             n = calls_per_replay(calls[first], nsets)
             us = interleaved_calls_us(calls, n, 11, o.rest)
             rec = {"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},
-                   "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs if k != first}}
+                   "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs
+                                if k != first and not k.endswith("_error")}}
+            rec.update({k: v for k, v in outs.items() if k.endswith("_error")})
             if fallback:
                 rec["heuristic_instead"] = fallback
             print(json.dumps(rec), flush=True)
