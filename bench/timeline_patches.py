@@ -88,28 +88,28 @@ def native(src):
         if (threadIdx.x == 0)
             ev[8] = now();
 """)
-    src.rep("""                wait_full(prev);
-                issue(part0, true);
-                advance();
-                for (int kb = 1;""", """                wait_full(prev);
-                if (wg == 0 && tid == 0 && ev[9] == 0)
-                    ev[9] = now();
-                issue(part0, true);
-                advance();
-                for (int kb = 1;""")
-    src.rep("""                for (int kb = 0; kb < nk; kb++) {
-                    wait_full(prev);
-""", """                for (int kb = 0; kb < nk; kb++) {
-                    wait_full(prev);
+    src.rep("""                    wait_full(prev);
+                    issue(part0, true);
+                    advance();
+                    for (int kb = 1;""", """                    wait_full(prev);
                     if (wg == 0 && tid == 0 && ev[9] == 0)
                         ev[9] = now();
+                    issue(part0, true);
+                    advance();
+                    for (int kb = 1;""")
+    src.rep("""                    for (int kb = 0; kb < nk; kb++) {
+                        wait_full(prev);
+""", """                    for (int kb = 0; kb < nk; kb++) {
+                        wait_full(prev);
+                        if (wg == 0 && tid == 0 && ev[9] == 0)
+                            ev[9] = now();
 """)
-    src.rep("""            if (CHAIN && pending > 0)
-                take_offset();
-""", """            if (CHAIN && pending > 0)
-                take_offset();
-            if (wg == 0 && tid == 0)
-                ev[10] = now();
+    src.rep("""                if (CHAIN && pending > 0)
+                    take_offset();
+""", """                if (CHAIN && pending > 0)
+                    take_offset();
+                if (wg == 0 && tid == 0)
+                    ev[10] = now();
 """)
     bulk_wait = src.line_with("bulk_wait(); // the slab must outlive")
     src.rep(bulk_wait, bulk_wait + """        if (wg == 0 && tid == 0)

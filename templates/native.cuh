@@ -59,6 +59,13 @@ constexpr int FN = BN / 8;            // m16n8 fragments per row band of a threa
 // Weight-scale blocks a tile can touch: one when BN divides QBN (tiles never straddle one).
 constexpr int NBS = QBN % BN == 0 ? 1 : (BN - 1) / QBN + 2;
 static_assert(NBS <= 3, "at most three weight-scale blocks per tile");
+// Where tiles straddle weight-scale blocks, a tile starts at one of QBN / G offsets within its
+// block, G = gcd(BN, QBN) (at most 16 of them); each offset fixes which block every fragment
+// column is in. Each offset gets its own copy of the main loop, in which that is a constant:
+// picking each fragment's scale at run time took a fifth of the time of 128 x 144 tiles and
+// 3-4% of 128 x 72 ones on the H100 (BENCHMARKS.md).
+__host__ __device__ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
+constexpr int G = gcd(BN, QBN), OFFSETS = NBS == 1 ? 1 : QBN / G;
 // How many K blocks' share of the offset the running sums carry before it is taken off (see
 // partial_f32): 8 measured 3-13% faster than 2 and within 4% of 16, whose rounding is twice
 // 8's. Carrying it takes registers for the pending scales, two per weight-scale block: with one
@@ -195,6 +202,31 @@ template <typename T> __device__ __forceinline__ float partial_f32(T x)
         return __int_as_float((int)x + OFFSET_BITS) - OFFSET_F;
     else
         return (float)x;
+}
+
+// The weight-scale block of each fragment column j of a tile that starts `off` columns into its
+// block, as 2-bit field j.
+__host__ __device__ constexpr u64 blocks_at(int off)
+{
+    u64 which = 0;
+    for (int j = 0; j < FN; j++)
+        which |= (u64)((off + j * 8) / QBN) << (2 * j);
+    return which;
+}
+
+// blocks_at(off) as a type, for a generic lambda to take as a compile-time constant.
+template <u64 V> struct blocks_const {
+    static constexpr u64 value = V;
+};
+
+// f(blocks_const<blocks_at(offset)>{}) for the tile starting at column n0.
+template <int I = 0, typename F> __device__ __forceinline__ void with_blocks(int n0, F &&f)
+{
+    if constexpr (I + 1 < OFFSETS) {
+        if (n0 % QBN != I * G)
+            return with_blocks<I + 1>(n0, f);
+    }
+    f(blocks_const<blocks_at(I * G)>{});
 }
 
 // v[w] for w < N without a run-time index into a register array (which would go to local memory).
@@ -449,207 +481,205 @@ bt_native_gemm(const __grid_constant__ bt::tensor_map tmA, const __grid_constant
             const int m0 = tm * BM, n0 = tn * BN;
             // This thread's two rows (m16n8 accumulator layout, warp w owning rows 16w..16w+15).
             const int row = wg * 64 + warp * 16 + lane / 4, r0 = m0 + row, r1 = r0 + 8;
-            // The tile's columns touch NBS weight-scale blocks at most (BN need not divide QBN or
-            // align with it); 2-bit field j of `which` says which one fragment column j is in.
-            const int nb0 = n0 / QBN;
-            u64 which = 0;
-#pragma unroll
-            for (int j = 0; j < FN; j++)
-                which |= (u64)((n0 + j * 8) / QBN - nb0) << (2 * j);
 #pragma unroll
             for (int i = 0; i < FN * 4; i++)
                 sum[i] = 0.f;
-            // With OFFSET: the scales of the K blocks whose offset the sums still carry, per
-            // weight-scale block, for this thread's two rows, and how many K blocks that is.
-            float off_top[NBS], off_bot[NBS];
-            int pending = 0;
-#pragma unroll
-            for (int i = 0; i < NBS; i++)
-                off_top[i] = off_bot[i] = 0.f;
-
-            // One K block's scales, loaded from its slot once the slot is full. Thread 0 releases
-            // the slot a whole wgmma later, and its arrival orders only its own accesses. The
-            // other lanes' loads are done by then: each was issued before its warp issued that
-            // K block's wgmma, which starts only once all four warps have, and thread 0 waits
-            // for it to end, hundreds of cycles on. Releasing from every warp after its
-            // promotion, which orders them by the memory model, ran at 0.83-1.00x the speed at
-            // M >= 2048 (BENCHMARKS.md, thirtieth session).
-            struct scales {
-                float a0, a1, b[NBS];
-            };
-            auto wait_slot = [&](scales &sc, int st, int ph) {
-                const u32 ss = base + OFF_S + st * S_BYTES;
-                mbar_wait(full0 + 8 * st, ph);
-                sc.a0 = ld_shared_f32(ss + 4 * row), sc.a1 = ld_shared_f32(ss + 4 * (row + 8));
-#pragma unroll
-                for (int i = 0; i < NBS; i++)
-                    sc.b[i] = ld_shared_f32(ss + 4 * (BM + i));
-            };
-            auto wait_full = [&](scales &sc) { wait_slot(sc, stage, phase); };
-            // Issues this stage's K block into P, in this warpgroup's turn; each K step of 32
-            // bytes is 2 in a descriptor's address field. With CHAIN a K block that does not
-            // start a chain (`start`) adds onto P.
-            auto issue = [&](acc_t(&P)[FN * 4], bool start) {
-                const u64 da = desc_a + stage * (A_BYTES >> 4), db = desc_b + stage * (B_BYTES >> 4);
-                if (NC == 2)
-                    named_sync(1 + wg, 256);
-                pin(P);
-                wgmma_fence();
-#pragma unroll
-                for (int s = 0; s < BK / 32; s++)
-                    mma::run(P, da + 2 * s, db + 2 * s, (CHAIN && !start) || s > 0);
-                wgmma_commit();
-                if (NC == 2)
-                    named_arrive(2 - wg, 256);
-            };
-            // The warpgroup's wgmma has finished reading slot st: release it in every CTA of
-            // the cluster (each one's producer multicasts into all of them).
-            auto release = [&](int st) {
-                if (tid == 0) {
-                    if (CLUSTER > 1)
-                        for (int r = 0; r < CLUSTER; r++)
-                            mbar_arrive_cluster(empty0 + 8 * st, (u32)r);
-                    else
-                        mbar_arrive(empty0 + 8 * st);
-                }
-            };
-            auto advance = [&]() {
-                if (++stage == STAGES)
-                    stage = 0, phase ^= 1;
-            };
-            // sum -= 1.5 * 2^23 * (the scales of the pending K blocks): one FFMA per output,
-            // exact but for the rounding of the scales' sum.
-            auto take_offset = [&]() {
-#pragma unroll
-                for (int j = 0; j < FN; j++) {
-                    const int w = (int)(which >> (2 * j)) & 3;
-                    const float top = pick(off_top, w), bot = pick(off_bot, w);
-                    sum[j * 4 + 0] = fmaf(-OFFSET_F, top, sum[j * 4 + 0]);
-                    sum[j * 4 + 1] = fmaf(-OFFSET_F, top, sum[j * 4 + 1]);
-                    sum[j * 4 + 2] = fmaf(-OFFSET_F, bot, sum[j * 4 + 2]);
-                    sum[j * 4 + 3] = fmaf(-OFFSET_F, bot, sum[j * 4 + 3]);
-                }
+            // 2-bit field j of `which` says which of the NBS weight-scale blocks the tile touches
+            // (BN need not divide QBN or align with it) fragment column j is in.
+            with_blocks(n0, [&](auto blocks) {
+                constexpr u64 which = decltype(blocks)::value;
+                // With OFFSET: the scales of the K blocks whose offset the sums still carry, per
+                // weight-scale block, for this thread's two rows, and how many K blocks that is.
+                float off_top[NBS], off_bot[NBS];
+                int pending = 0;
 #pragma unroll
                 for (int i = 0; i < NBS; i++)
                     off_top[i] = off_bot[i] = 0.f;
-                pending = 0;
-            };
-            // sum += P * As[row, kb] * Bs[the column's block, kb] (with OFFSET, P plus the offset);
-            // with `after`, the scales of the chain's next K block, times the difference. With
-            // `first`, the first K block of a chain, the offset is added into P.
-            auto promote = [&](acc_t(&P)[FN * 4], const scales &sc, const scales *after, bool first) {
-                float top_s[NBS], bot_s[NBS];
-#pragma unroll
-                for (int i = 0; i < NBS; i++) {
-                    top_s[i] = sc.a0 * sc.b[i], bot_s[i] = sc.a1 * sc.b[i];
-                    if (CHAIN && after)
-                        top_s[i] = fmaf(-after->a0, after->b[i], top_s[i]),
-                        bot_s[i] = fmaf(-after->a1, after->b[i], bot_s[i]);
-                }
-#pragma unroll
-                for (int j = 0; j < FN; j++) {
-                    const int w = (int)(which >> (2 * j)) & 3;
-                    const float top = pick(top_s, w), bot = pick(bot_s, w);
-                    if (CHAIN && first)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            P[j * 4 + i] += OFFSET_BITS;
-                    sum[j * 4 + 0] += partial_f32(P[j * 4 + 0]) * top;
-                    sum[j * 4 + 1] += partial_f32(P[j * 4 + 1]) * top;
-                    sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
-                    sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
-                }
-                if constexpr (CHAIN) {
+
+                // One K block's scales, loaded from its slot once the slot is full. Thread 0 releases
+                // the slot a whole wgmma later, and its arrival orders only its own accesses. The
+                // other lanes' loads are done by then: each was issued before its warp issued that
+                // K block's wgmma, which starts only once all four warps have, and thread 0 waits
+                // for it to end, hundreds of cycles on. Releasing from every warp after its
+                // promotion, which orders them by the memory model, ran at 0.83-1.00x the speed at
+                // M >= 2048 (BENCHMARKS.md, thirtieth session).
+                struct scales {
+                    float a0, a1, b[NBS];
+                };
+                auto wait_slot = [&](scales &sc, int st, int ph) {
+                    const u32 ss = base + OFF_S + st * S_BYTES;
+                    mbar_wait(full0 + 8 * st, ph);
+                    sc.a0 = ld_shared_f32(ss + 4 * row), sc.a1 = ld_shared_f32(ss + 4 * (row + 8));
 #pragma unroll
                     for (int i = 0; i < NBS; i++)
-                        off_top[i] += top_s[i], off_bot[i] += bot_s[i];
-                    if (++pending == OFFSET_GROUP)
-                        take_offset();
-                }
-            };
+                        sc.b[i] = ld_shared_f32(ss + 4 * (BM + i));
+                };
+                auto wait_full = [&](scales &sc) { wait_slot(sc, stage, phase); };
+                // Issues this stage's K block into P, in this warpgroup's turn; each K step of 32
+                // bytes is 2 in a descriptor's address field. With CHAIN a K block that does not
+                // start a chain (`start`) adds onto P.
+                auto issue = [&](acc_t(&P)[FN * 4], bool start) {
+                    const u64 da = desc_a + stage * (A_BYTES >> 4), db = desc_b + stage * (B_BYTES >> 4);
+                    if (NC == 2)
+                        named_sync(1 + wg, 256);
+                    pin(P);
+                    wgmma_fence();
+#pragma unroll
+                    for (int s = 0; s < BK / 32; s++)
+                        mma::run(P, da + 2 * s, db + 2 * s, (CHAIN && !start) || s > 0);
+                    wgmma_commit();
+                    if (NC == 2)
+                        named_arrive(2 - wg, 256);
+                };
+                // The warpgroup's wgmma has finished reading slot st: release it in every CTA of
+                // the cluster (each one's producer multicasts into all of them).
+                auto release = [&](int st) {
+                    if (tid == 0) {
+                        if (CLUSTER > 1)
+                            for (int r = 0; r < CLUSTER; r++)
+                                mbar_arrive_cluster(empty0 + 8 * st, (u32)r);
+                        else
+                            mbar_arrive(empty0 + 8 * st);
+                    }
+                };
+                auto advance = [&]() {
+                    if (++stage == STAGES)
+                        stage = 0, phase ^= 1;
+                };
+                // sum -= 1.5 * 2^23 * (the scales of the pending K blocks): one FFMA per output,
+                // exact but for the rounding of the scales' sum.
+                auto take_offset = [&]() {
+#pragma unroll
+                    for (int j = 0; j < FN; j++) {
+                        const int w = (int)(which >> (2 * j)) & 3;
+                        const float top = pick(off_top, w), bot = pick(off_bot, w);
+                        sum[j * 4 + 0] = fmaf(-OFFSET_F, top, sum[j * 4 + 0]);
+                        sum[j * 4 + 1] = fmaf(-OFFSET_F, top, sum[j * 4 + 1]);
+                        sum[j * 4 + 2] = fmaf(-OFFSET_F, bot, sum[j * 4 + 2]);
+                        sum[j * 4 + 3] = fmaf(-OFFSET_F, bot, sum[j * 4 + 3]);
+                    }
+#pragma unroll
+                    for (int i = 0; i < NBS; i++)
+                        off_top[i] = off_bot[i] = 0.f;
+                    pending = 0;
+                };
+                // sum += P * As[row, kb] * Bs[the column's block, kb] (with OFFSET, P plus the offset);
+                // with `after`, the scales of the chain's next K block, times the difference. With
+                // `first`, the first K block of a chain, the offset is added into P.
+                auto promote = [&](acc_t(&P)[FN * 4], const scales &sc, const scales *after, bool first) {
+                    float top_s[NBS], bot_s[NBS];
+#pragma unroll
+                    for (int i = 0; i < NBS; i++) {
+                        top_s[i] = sc.a0 * sc.b[i], bot_s[i] = sc.a1 * sc.b[i];
+                        if (CHAIN && after)
+                            top_s[i] = fmaf(-after->a0, after->b[i], top_s[i]),
+                            bot_s[i] = fmaf(-after->a1, after->b[i], bot_s[i]);
+                    }
+#pragma unroll
+                    for (int j = 0; j < FN; j++) {
+                        const int w = (int)(which >> (2 * j)) & 3;
+                        const float top = pick(top_s, w), bot = pick(bot_s, w);
+                        if (CHAIN && first)
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                P[j * 4 + i] += OFFSET_BITS;
+                        sum[j * 4 + 0] += partial_f32(P[j * 4 + 0]) * top;
+                        sum[j * 4 + 1] += partial_f32(P[j * 4 + 1]) * top;
+                        sum[j * 4 + 2] += partial_f32(P[j * 4 + 2]) * bot;
+                        sum[j * 4 + 3] += partial_f32(P[j * 4 + 3]) * bot;
+                    }
+                    if constexpr (CHAIN) {
+#pragma unroll
+                        for (int i = 0; i < NBS; i++)
+                            off_top[i] += top_s[i], off_bot[i] += bot_s[i];
+                        if (++pending == OFFSET_GROUP)
+                            take_offset();
+                    }
+                };
 
-            const int nk = kb1 - kb0; // this CTA's K blocks of the tile
-            // The scales of the oldest K block in flight, of the next one, and (CHAIN) of the
-            // second K block of the chain whose first one was promoted last.
-            scales prev, next, after;
-            int prev_stage = stage;
-            // Waits for the oldest wgmma group in flight, the tile's kb-th K block (the only one
-            // in flight if last), frees its slot and promotes its partial. `first`: whether the
-            // K block is the first of its chain ((kb & 2) == 0), as a constant where the lambda
-            // is inlined: otherwise ptxas, seeing P's registers written on one path only, waits
-            // for the wgmma in flight (its note C7517). A chain's first K block needs the scales
-            // of the second, two slots on from it: that slot's full barrier is waited for here,
-            // one K block early, and its scales are kept in `after` for the second's issue.
-            auto finish = [&](acc_t(&P)[FN * 4], int kb, bool first, bool last) {
-                if (last)
-                    wgmma_wait<0>();
-                else
-                    wgmma_wait<1>();
-                pin(P);
-                release(prev_stage);
-                if (CHAIN && first && kb + 2 < nk) {
-                    const bool wrap = stage + 1 == STAGES; // `stage` holds K block kb + 1
-                    wait_slot(after, wrap ? 0 : stage + 1, wrap ? phase ^ 1 : phase);
-                    promote(P, prev, &after, true);
-                } else {
-                    promote(P, prev, nullptr, first);
-                }
-            };
-            // Issues the tile's kb-th K block into P while the one before it, in Q, is finished
-            // (`start` as in issue, `first` as in finish, for kb - 1). The second K block of a
-            // chain was waited for when its first one was promoted.
-            auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4], int kb, bool start, bool first) {
-                if (CHAIN && !start)
-                    next = after;
-                else
-                    wait_full(next);
-                issue(P, start);
-                finish(Q, kb - 1, first, false);
-                prev = next, prev_stage = stage;
-                advance();
-            };
-            if constexpr (!DOUBLE) {
-                for (int kb = 0; kb < nk; kb++) {
+                const int nk = kb1 - kb0; // this CTA's K blocks of the tile
+                // The scales of the oldest K block in flight, of the next one, and (CHAIN) of the
+                // second K block of the chain whose first one was promoted last.
+                scales prev, next, after;
+                int prev_stage = stage;
+                // Waits for the oldest wgmma group in flight, the tile's kb-th K block (the only one
+                // in flight if last), frees its slot and promotes its partial. `first`: whether the
+                // K block is the first of its chain ((kb & 2) == 0), as a constant where the lambda
+                // is inlined: otherwise ptxas, seeing P's registers written on one path only, waits
+                // for the wgmma in flight (its note C7517). A chain's first K block needs the scales
+                // of the second, two slots on from it: that slot's full barrier is waited for here,
+                // one K block early, and its scales are kept in `after` for the second's issue.
+                auto finish = [&](acc_t(&P)[FN * 4], int kb, bool first, bool last) {
+                    if (last)
+                        wgmma_wait<0>();
+                    else
+                        wgmma_wait<1>();
+                    pin(P);
+                    release(prev_stage);
+                    if (CHAIN && first && kb + 2 < nk) {
+                        const bool wrap = stage + 1 == STAGES; // `stage` holds K block kb + 1
+                        wait_slot(after, wrap ? 0 : stage + 1, wrap ? phase ^ 1 : phase);
+                        promote(P, prev, &after, true);
+                    } else {
+                        promote(P, prev, nullptr, first);
+                    }
+                };
+                // Issues the tile's kb-th K block into P while the one before it, in Q, is finished
+                // (`start` as in issue, `first` as in finish, for kb - 1). The second K block of a
+                // chain was waited for when its first one was promoted.
+                auto step = [&](acc_t(&Q)[FN * 4], acc_t(&P)[FN * 4], int kb, bool start, bool first) {
+                    if (CHAIN && !start)
+                        next = after;
+                    else
+                        wait_full(next);
+                    issue(P, start);
+                    finish(Q, kb - 1, first, false);
+                    prev = next, prev_stage = stage;
+                    advance();
+                };
+                if constexpr (!DOUBLE) {
+                    for (int kb = 0; kb < nk; kb++) {
+                        wait_full(prev);
+                        prev_stage = stage;
+                        issue(part0, true);
+                        advance();
+                        finish(part0, kb, false, true);
+                    }
+                } else if (nk > 0) {
+                    // K block kb is in flight in one partial while kb - 1 is promoted from the
+                    // other; unrolled by two so that each partial is a fixed register array, and by
+                    // four with CHAIN so that each K block's place in its chain is a constant.
                     wait_full(prev);
-                    prev_stage = stage;
                     issue(part0, true);
                     advance();
-                    finish(part0, kb, false, true);
-                }
-            } else if (nk > 0) {
-                // K block kb is in flight in one partial while kb - 1 is promoted from the
-                // other; unrolled by two so that each partial is a fixed register array, and by
-                // four with CHAIN so that each K block's place in its chain is a constant.
-                wait_full(prev);
-                issue(part0, true);
-                advance();
-                for (int kb = 1;; kb += CHAIN ? 4 : 2) {
-                    if (kb == nk) {
-                        finish(part0, kb - 1, true, true);
-                        break;
-                    }
-                    step(part0, part1, kb, true, true);
-                    if (kb + 1 == nk) {
-                        finish(part1, kb, true, true);
-                        break;
-                    }
-                    step(part1, part0, kb + 1, false, true);
-                    if constexpr (CHAIN) {
-                        if (kb + 2 == nk) {
-                            finish(part0, kb + 1, false, true);
+                    for (int kb = 1;; kb += CHAIN ? 4 : 2) {
+                        if (kb == nk) {
+                            finish(part0, kb - 1, true, true);
                             break;
                         }
-                        step(part0, part1, kb + 2, false, false);
-                        if (kb + 3 == nk) {
-                            finish(part1, kb + 2, false, true);
+                        step(part0, part1, kb, true, true);
+                        if (kb + 1 == nk) {
+                            finish(part1, kb, true, true);
                             break;
                         }
-                        step(part1, part0, kb + 3, true, false);
+                        step(part1, part0, kb + 1, false, true);
+                        if constexpr (CHAIN) {
+                            if (kb + 2 == nk) {
+                                finish(part0, kb + 1, false, true);
+                                break;
+                            }
+                            step(part0, part1, kb + 2, false, false);
+                            if (kb + 3 == nk) {
+                                finish(part1, kb + 2, false, true);
+                                break;
+                            }
+                            step(part1, part0, kb + 3, true, false);
+                        }
                     }
                 }
-            }
-            if (CHAIN && pending > 0)
-                take_offset();
+                if (CHAIN && pending > 0)
+                    take_offset();
+            });
             if (SPLIT > 1) {
                 // Slot krank - 1 of the first CTA holds this CTA's partial tile, thread-major so
                 // that a warp's stores and loads are consecutive words.

@@ -13,8 +13,9 @@
 /* Bump when the cache layout or the meaning of a cached entry changes. */
 #define BT_JIT_FORMAT "blocktune-jit-1"
 
-/* Everything fixed but the architecture; the key covers all of it. */
-static const char *const fixed_opts[] = {"-std=c++17", "--ptxas-options=-v", "-DBT_NVRTC=1"};
+/* Everything fixed but the architecture; the key covers all of it. -default-device: to NVRTC a
+ * generic lambda (native.cuh's main loop, one copy per tile offset) is a host function without it. */
+static const char *const fixed_opts[] = {"-std=c++17", "--ptxas-options=-v", "-DBT_NVRTC=1", "-default-device"};
 #define BT_NFIXED (sizeof fixed_opts / sizeof fixed_opts[0])
 
 struct bt_jit {
