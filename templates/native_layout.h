@@ -72,16 +72,16 @@ BT_NLAYOUT_FN long bt_nv_sm_smem(long smem_optin) { return smem_optin + 1024; }
 /* A consumer thread holds BN / 2 fp32 of running sum and BN / 2 of K-block partial, and a
  * second partial, so the next K block's wgmma runs while this one is promoted, where the
  * registers allow it. Beyond the accumulators: addresses, scales and counters, and with one
- * partial the epilogue's temporaries too. The counts keep every output type from spilling;
- * with 16-bit outputs one partial fits up to 208 columns, but 176-208 ran at 0.69-0.81x of
- * 128 x 128 tiles on the H100: one partial costs more than the wider tile saves. */
+ * partial the epilogue's temporaries too, which fp32 outputs (stored from registers) need
+ * more of: with 16-bit outputs one partial fits up to 208 columns, with fp32 ones 160. The
+ * counts keep every candidate from spilling. */
 BT_NLAYOUT_FN int bt_nv_double_partial(int bm, int bn, int occ)
 {
     return 3 * bn / 2 + 32 <= bt_nv_consumer_regs(bm, occ);
 }
-BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn, int occ)
+BT_NLAYOUT_FN int bt_nv_consumer_need(int bm, int bn, int occ, int out_bytes)
 {
-    return bt_nv_double_partial(bm, bn, occ) ? 3 * bn / 2 + 32 : bn + 64;
+    return bt_nv_double_partial(bm, bn, occ) ? 3 * bn / 2 + 32 : bn + (out_bytes == 2 ? 16 : 64);
 }
 
 #endif

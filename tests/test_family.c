@@ -53,12 +53,17 @@ TEST(native_ctas_per_sm)
     CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
     h100.smem_optin = 232448, h100.sm_count = 132;
     bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
-    bt_cand two = {{64, 64, 6, 8, 1, 1, 0, 2}}, wide = {{64, 96, 4, 8, 1, 1, 0, 2}}, deep = {{64, 64, 12, 8, 1, 1, 0, 2}};
-    bt_cand old = {{64, 64, 6, 8, 1, 1}};
+    bt_variant f32 = {BT_IN_FP8, BT_OUT_F32, 128, 128};
+    bt_cand two = {{64, 64, 6, 8, 1, 1, 0, 2}}, wide = {{64, 112, 4, 8, 1, 1, 0, 2}}, deep = {{64, 64, 12, 8, 1, 1, 0, 2}};
+    bt_cand wider = {{64, 120, 4, 8, 1, 1, 0, 2}}, old = {{64, 64, 6, 8, 1, 1}};
     char why[200], defs[512], desc[256];
     CHECK_EQ(bt_family_native.check(&two, &v, &h100, why, sizeof why), BT_REJ_NONE);
-    CHECK_EQ(bt_family_native.check(&wide, &v, &h100, why, sizeof why), BT_REJ_REGS);
+    /* One K-block partial of 112 columns fits in 128 registers with a 16-bit output, which leaves
+     * through shared memory, not with an fp32 one, stored from registers. */
+    CHECK_EQ(bt_family_native.check(&wide, &v, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_family_native.check(&wide, &f32, &h100, why, sizeof why), BT_REJ_REGS);
     CHECK_CONTAINS(why, "with 2 CTAs per SM leaves 128");
+    CHECK_EQ(bt_family_native.check(&wider, &v, &h100, why, sizeof why), BT_REJ_REGS);
     CHECK_EQ(bt_family_native.check(&deep, &v, &h100, why, sizeof why), BT_REJ_SMEM);
     CHECK_CONTAINS(why, "2 CTAs of");
     deep.v[7] = 1;
@@ -75,6 +80,25 @@ TEST(native_ctas_per_sm)
     CHECK_CONTAINS(defs, "#define BT_OCC 1\n");
     bt_cand_format(&bt_family_native, &two, desc, sizeof desc);
     CHECK_CONTAINS(desc, "SPLIT_K=1 CTAS_PER_SM=2");
+}
+
+/* Past 128 columns a consumer thread holds one K-block partial; with a 16-bit output (through
+ * shared memory) tiles up to 208 columns fit in the 224 registers of a 128-row tile, with an fp32
+ * one (stored from registers) up to 160. */
+TEST(native_one_partial_columns_by_output)
+{
+    bt_target h100;
+    CHECK_EQ(bt_target_from_arch("sm_90a", &h100), 0);
+    h100.smem_optin = 232448;
+    bt_variant bf16 = {BT_IN_FP8, BT_OUT_BF16, 128, 128}, f32 = {BT_IN_FP8, BT_OUT_F32, 128, 128};
+    bt_cand c160 = {{128, 160, 4, 8, 1, 1, 0, 1}}, c208 = {{128, 208, 3, 8, 1, 1, 0, 1}};
+    bt_cand c216 = {{128, 216, 3, 8, 1, 1, 0, 1}};
+    char why[200];
+    CHECK_EQ(bt_family_native.check(&c208, &bf16, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_family_native.check(&c216, &bf16, &h100, why, sizeof why), BT_REJ_REGS);
+    CHECK_EQ(bt_family_native.check(&c160, &f32, &h100, why, sizeof why), BT_REJ_NONE);
+    CHECK_EQ(bt_family_native.check(&c208, &f32, &h100, why, sizeof why), BT_REJ_REGS);
+    CHECK_CONTAINS(why, "BLOCK_SIZE_N 208 needs 272 registers");
 }
 
 /* INT8_CONVERT only changes INT8 kernels: 1 is rejected before compiling for FP8, becomes the

@@ -261,9 +261,10 @@ static bt_reject native_check(const bt_cand *c, const bt_variant *v, const bt_ta
                  v->block_n);
         return BT_REJ_SHAPE;
     }
-    if (bt_nv_consumer_need(bm, bn, occ) > bt_nv_consumer_regs(bm, occ)) {
+    const int need = bt_nv_consumer_need(bm, bn, occ, bt_out_size(v->out));
+    if (need > bt_nv_consumer_regs(bm, occ)) {
         snprintf(why, n, "BLOCK_SIZE_N %d needs %d registers per consumer thread, BLOCK_SIZE_M %d with %d CTAs per SM leaves %d",
-                 bn, bt_nv_consumer_need(bm, bn, occ), bm, occ, bt_nv_consumer_regs(bm, occ));
+                 bn, need, bm, occ, bt_nv_consumer_regs(bm, occ));
         return BT_REJ_REGS;
     }
     long smem = bt_nv_smem_bytes(bm, bn, v->block_k, s, p[NV_SPLIT], bt_out_size(v->out));
