@@ -143,10 +143,10 @@ def rel_diff(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
-def first_outputs(calls, s):
+def first_outputs(calls, s, errors=None):
     """Each call's output for input set s (C poisoned with NaN before each); a call to cuBLASLt
     ("peer", "peer_tensor") that it refuses (M = 1) or to DeepGEMM that fails is dropped from
-    calls, its error kept as outs[name + "_error"]."""
+    calls, and its error's first line kept in errors[name] where a dict is given."""
     outs = {}
     for name in list(calls):
         s["c"].fill_(float("nan"))
@@ -158,7 +158,8 @@ def first_outputs(calls, s):
             if not name.startswith(("peer", "deepgemm")):
                 raise
             del calls[name]
-            outs[name + "_error"] = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+            if errors is not None:
+                errors[name] = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
     return outs
 
 
@@ -175,7 +176,8 @@ def point(native, classic, M, N, K, pdl=None, rest_ms=0, dg=None):
         calls["native_pdl"] = lambda i: pdl.gemm(sets[i % nsets], M, N, K)
     if dg:
         add_deepgemm(dg, sets, calls)
-    outs = first_outputs(calls, sets[0])
+    errors = {}
+    outs = first_outputs(calls, sets[0], errors)
     n = calls_per_replay(calls["native"], nsets)
     us = interleaved_calls_us(calls, n, 15, rest_ms)
     res = {"N": N, "K": K, "M": M, "native_kernel": kernel}
@@ -188,8 +190,8 @@ def point(native, classic, M, N, K, pdl=None, rest_ms=0, dg=None):
         res[f"{name}_us"] = round(us[name], 3) if name in us else None
         if name != "native" and name in outs:
             res[f"{name}_rel_diff"] = float(f"{rel_diff(outs[name], outs['native']):.2e}")
-        if name + "_error" in outs:
-            res[f"{name}_error"] = outs[name + "_error"]
+        if name in errors:
+            res[f"{name}_error"] = errors[name]
     return res
 
 

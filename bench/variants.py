@@ -97,13 +97,13 @@ def main():
                 calls["peer"] = lambda i: peer(sets[i % nsets])
             if dg:
                 add_deepgemm(dg, sets, calls)
-            outs = first_outputs(calls, sets[0])
+            errors = {}
+            outs = first_outputs(calls, sets[0], errors)
             n = calls_per_replay(calls[first], nsets)
             us = interleaved_calls_us(calls, n, 11, o.rest)
             rec = {"N": N, "K": K, "M": M, "us": {k: round(v, 2) for k, v in us.items()},
-                   "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs
-                                if k != first and not k.endswith("_error")}}
-            rec.update({k: v for k, v in outs.items() if k.endswith("_error")})
+                   "rel_diff": {k: float(f"{rel_diff(outs[k], outs[first]):.1e}") for k in outs if k != first}}
+            rec.update({f"{k}_error": v for k, v in errors.items()})
             if fallback:
                 rec["heuristic_instead"] = fallback
             print(json.dumps(rec), flush=True)
