@@ -7,7 +7,10 @@ INTO's, and the sidecar of INTO's file gets the FROM run that pick came from (on
 "adopted": the batch sizes taken from it and "adopted_because": --why (also when INTO's sidecar
 already holds that run and a later run there tuned the batch size: an older pick taken back). Each file is written to a
 temporary file and renamed, in the formats the tuner writes (the config as SGLang's json.dump
-with indent 4, the sidecar as cJSON prints it).
+with indent 4, the sidecar as cJSON prints it). It then names SGLang's batch sizes that were not
+adopted but whose call now runs another entry (a new key takes over the Ms nearer to it than to
+any other), which want a side-by-side run too: an H200 2048 entry adopted where 3072 had none ran
+M = 3072 at 0.87-0.89x (BENCHMARKS.md, thirty-third session).
 
 Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 24576,7168,2048 ...
        [--dtype fp8_w8a8] [--device NVIDIA_H100_80GB_HBM3] [--family native|classic]
@@ -103,6 +106,28 @@ def check(d):
     sys.exit(1 if bad or not names else 0)
 
 
+# SGLang's tuning batch sizes (search_spaces/default.yaml): the Ms a serving stack is likely to call.
+SGLANG_MS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+
+
+def nearest(cfg, M):
+    """The batch size whose entry a call with M runs: the nearest, the smaller of two equally near
+    (as SGLang and the library pick)."""
+    return min(cfg, key=lambda k: (abs(int(k) - M), int(k)))
+
+
+def moved(before, after, adopted):
+    """Batch sizes of SGLANG_MS, not adopted themselves, whose call now runs another entry: a new
+    key takes over its neighbours' Ms too, e.g. a 2048 entry adopted where 3072 had none takes
+    M = 3072 with it. Each wants a side-by-side run of its own."""
+    out = []
+    for M in SGLANG_MS:
+        kb, ka = nearest(before, M), nearest(after, M)
+        if str(M) not in adopted and before[kb] != after[ka]:
+            out.append((M, kb, ka))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", metavar="DIR", help="only check that DIR's files are in the formats written here")
@@ -130,6 +155,7 @@ def main():
     for (N, K), ms in by_file.items():
         src, dst = (config_file(d, N, K, a.device, a.dtype, native) for d in (a.src, a.into))
         new, cfg = load(src), load(dst)
+        before = dict(cfg)
         new_side, side = load(src[:-5] + ".provenance.json"), load(dst[:-5] + ".provenance.json")
         for M in ms:
             if str(M) not in new:
@@ -158,6 +184,8 @@ def main():
         write_atomic(dst, json.dumps(cfg, indent=4) + "\n")
         write_atomic(dst[:-5] + ".provenance.json", cjson_print(side) + "\n")
         print(f"{os.path.basename(dst)}: adopted {sorted(ms)}")
+        for M, kb, ka in moved(before, cfg, {str(m) for m in ms}):
+            print(f"  M = {M} now runs the {ka} entry instead of the {kb} one: time it side by side too")
 
 
 if __name__ == "__main__":
