@@ -117,9 +117,10 @@ def nearest(cfg, M):
 
 
 def moved(before, after, adopted):
-    """Batch sizes of SGLANG_MS, not adopted themselves, whose call now runs another entry: a new
-    key takes over its neighbours' Ms too, e.g. a 2048 entry adopted where 3072 had none takes
-    M = 3072 with it. Each wants a side-by-side run of its own."""
+    """Batch sizes of SGLANG_MS, not adopted themselves, whose call now runs another entry: that
+    of a neighbour adopted where it had none (a 2048 entry adopted where 3072 had none takes
+    M = 3072 with it), or the one it ran before, adopted at its own batch size. Each wants a
+    side-by-side run of its own."""
     out = []
     for M in SGLANG_MS:
         kb, ka = nearest(before, M), nearest(after, M)
@@ -185,7 +186,8 @@ def main():
         write_atomic(dst[:-5] + ".provenance.json", cjson_print(side) + "\n")
         print(f"{os.path.basename(dst)}: adopted {sorted(ms)}")
         for M, kb, ka in moved(before, cfg, {str(m) for m in ms}):
-            print(f"  M = {M} now runs the {ka} entry instead of the {kb} one: time it side by side too")
+            was = f"instead of the {kb} one" if kb != ka else "adopted at that batch size"
+            print(f"  M = {M} now runs the {ka} entry, {was}: time it side by side too")
 
 
 if __name__ == "__main__":
