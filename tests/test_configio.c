@@ -364,6 +364,30 @@ TEST(configio_read_large_file_and_repeats)
     CHECK_STREQ(msg, expect);
 }
 
+/* A merged key takes over the SGLang batch sizes nearer to it, unless they were tuned too or
+ * run the same config as before. */
+TEST(configio_moves_name_the_batch_sizes_a_new_key_takes_over)
+{
+    bt_cand a = cand6(16, 32, 128, 1, 4, 3), b = cand6(64, 128, 128, 16, 4, 4), c = cand6(128, 128, 128, 16, 8, 3);
+    bt_config before = {0}, update = {0};
+    bt_config_move mv[BT_SGLANG_BATCHES];
+    CHECK_EQ(bt_config_moves(&before, &update, mv), 0); /* a new file */
+    bt_config_set(&before, 1024, &a);
+    bt_config_set(&before, 4096, &b);
+    bt_config_set(&update, 2048, &c);
+    /* 1536 stays on 1024 (a tie goes to the smaller); 3072 moves from 4096 to 2048. */
+    CHECK_EQ(bt_config_moves(&before, &update, mv), 1);
+    CHECK(mv[0].M == 3072 && mv[0].was == 4096 && mv[0].now == 2048);
+    /* The same config as before is no move; a tuned batch size is none either. */
+    bt_config_set(&update, 2048, &b);
+    CHECK_EQ(bt_config_moves(&before, &update, mv), 0);
+    bt_config_set(&update, 2048, &c);
+    bt_config_set(&update, 3072, &c);
+    CHECK_EQ(bt_config_moves(&before, &update, mv), 0);
+    bt_config_free(&before);
+    bt_config_free(&update);
+}
+
 TEST(configio_merge_keeps_replaces_and_adds)
 {
     const char *dir = scratch_dir("merge");

@@ -949,6 +949,36 @@ TEST(tune_unmergeable_outputs_found_before_measuring)
     }
 }
 
+/* Tuning 2048 into a file with entries 1024 and 4096 moves M = 3072 onto the new entry: the run
+ * says so under the file it wrote. */
+TEST(tune_names_a_batch_size_its_new_entry_takes_over)
+{
+    char fake[4200], dir[4200], args[8192], path[4600];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/moves", bt_test_tmpdir());
+    snprintf(path, sizeof path, "%s/configs", dir);
+    bt_err err;
+    CHECK(bt_mkdirs(path, &err) == 0);
+    snprintf(path, sizeof path, "%s/configs/N=128,K=128,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128].json",
+             dir);
+    /* 128-row tiles: not in the tiny space, so the new entry's config differs from 4096's */
+    const char *entry = "{\"BLOCK_SIZE_M\": 128, \"BLOCK_SIZE_N\": 128, \"BLOCK_SIZE_K\": 128, "
+                        "\"GROUP_SIZE_M\": 1, \"num_warps\": 8, \"num_stages\": 3}";
+    char text[1024];
+    snprintf(text, sizeof text, "{\"1024\": %s, \"4096\": %s}\n", entry, entry);
+    CHECK_EQ(bt_write_file_atomic(path, text, strlen(text), &err), 0);
+    snprintf(args, sizeof args,
+             "--space '%s' --N 128 --K 128 --batch-sizes 2048 --rest 0 --cache-dir '%s' --out-dir configs",
+             tiny_space(), cache_dir());
+    char *out = NULL;
+    CHECK_EQ(run_fake(fake, dir, 0, "", args, &out), 0);
+    CHECK_CONTAINS(out, "block_shape=[128, 128].json (0 s measuring)\n  M=3072, not tuned in this run, now takes "
+                        "the 2048 entry instead of the 4096 one\n");
+    CHECK(!strstr(out, "M=1536, not tuned"));
+    free(out);
+}
+
 /* A batch size with no verified candidate left after the first pass is not re-timed (the
  * re-timing sorted a NULL list: undefined, and fatal under UBSan), and the summary lists the
  * batch sizes a failed setup left unstarted as such, not as a first candidate at 0 us. */

@@ -64,6 +64,32 @@ const bt_config_entry *bt_config_nearest(const bt_config *c, long M)
     return best;
 }
 
+const long bt_sglang_batches[BT_SGLANG_BATCHES] = {1,   2,   4,   8,    16,   24,   32,   48,   64,
+                                                    96,  128, 256, 512, 1024, 1536, 2048, 3072, 4096};
+
+int bt_config_moves(const bt_config *before, const bt_config *update, bt_config_move *out)
+{
+    int n = 0;
+    if (before->n == 0)
+        return 0; /* a new file: nothing ran before */
+    bt_config after = {0};
+    for (int i = 0; i < before->n; i++)
+        bt_config_set(&after, before->e[i].batch, &before->e[i].cand);
+    for (int i = 0; i < update->n; i++)
+        bt_config_set(&after, update->e[i].batch, &update->e[i].cand);
+    for (int i = 0; i < BT_SGLANG_BATCHES; i++) {
+        const long M = bt_sglang_batches[i];
+        const bt_config_entry *was = bt_config_nearest(before, M), *now = bt_config_nearest(&after, M);
+        int tuned = 0;
+        for (int j = 0; j < update->n; j++)
+            tuned |= update->e[j].batch == M;
+        if (!tuned && was->batch != now->batch && memcmp(&was->cand, &now->cand, sizeof was->cand) != 0)
+            out[n++] = (bt_config_move){M, was->batch, now->batch};
+    }
+    bt_config_free(&after);
+    return n;
+}
+
 int bt_sidecar_path(char *buf, size_t n, const char *config_path)
 {
     size_t len = strlen(config_path);

@@ -43,6 +43,22 @@ void bt_config_free(bt_config *c);
 /* Entry whose batch size is nearest M (ties to the smaller), as SGLang picks; NULL if empty. */
 const bt_config_entry *bt_config_nearest(const bt_config *c, long M);
 
+/* SGLang's tuning batch sizes (search_spaces/default.yaml): the Ms a serving stack is likely to
+ * call with. */
+#define BT_SGLANG_BATCHES 18
+extern const long bt_sglang_batches[BT_SGLANG_BATCHES];
+
+/* A batch size whose calls run another batch size's entry after a merge. */
+typedef struct {
+    long M, was, now;
+} bt_config_move;
+
+/* Which of SGLang's batch sizes, not in update themselves, run another batch size's entry, with
+ * another config, once update is merged into before: a new key takes over the Ms nearer to it
+ * than to any other (entries 1024 and 4096, and 2048 merged in: M = 3072 moves from 4096's entry
+ * to 2048's). Fills out (room for BT_SGLANG_BATCHES) and returns how many. */
+int bt_config_moves(const bt_config *before, const bt_config *update, bt_config_move *out);
+
 /* Where the provenance of a config lives (never inside the config: extra keys break both
  * loaders): the config path with ".json" replaced by ".provenance.json" (appended when the path
  * does not end in ".json"). -1 when buf is too small. */

@@ -608,16 +608,24 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
     return bt_sidecar_append(config_path, run_o, err);
 }
 
-/* Writes the config for the batch sizes finished so far (merging into an existing file). */
-static int write_config(run *r, const char *path, const batch_result *br, bt_err *err)
+/* Writes the config for the batch sizes finished so far (merging into an existing file), and
+ * fills moves with the batch sizes of SGLang's that the merge moves onto a new entry: a serving
+ * stack calling with them runs a config nobody timed at that M. */
+static int write_config(run *r, const char *path, const batch_result *br, bt_config_move *moves, int *nmoves,
+                        bt_err *err)
 {
-    bt_config c = {0};
+    bt_config c = {0}, before = {0};
+    int rc = -1;
     for (int b = 0; b < r->nbatch; b++)
         if (br[b].done && br[b].best >= 0)
             bt_config_set(&c, r->batch[b], &r->cands[br[b].best].cand);
-    int rc = 0;
-    if (c.n > 0)
-        rc = bt_config_merge_write(path, r->fam, &c, err);
+    if ((file_exists(path) && bt_config_read(path, r->fam, &before, err)) ||
+        bt_config_merge_write(path, r->fam, &c, err))
+        goto out;
+    *nmoves = bt_config_moves(&before, &c, moves);
+    rc = 0;
+out:
+    bt_config_free(&before);
     bt_config_free(&c);
     return rc;
 }
@@ -867,10 +875,15 @@ static int tune_shape(run *r, int si, worker_ctl *wc, double *units, bt_err *err
     int any = 0;
     for (int b = 0; b < r->nbatch; b++)
         any |= br[b].done && br[b].best >= 0;
-    if (any && (write_config(r, path, br, err) || write_provenance(r, path, s, br, measure_s, err)))
+    bt_config_move moves[BT_SGLANG_BATCHES];
+    int nmoves = 0;
+    if (any && (write_config(r, path, br, moves, &nmoves, err) || write_provenance(r, path, s, br, measure_s, err)))
         goto out;
     if (any)
         printf("wrote %s (%.0f s measuring)\n", path, measure_s);
+    for (int i = 0; i < nmoves; i++)
+        printf("  M=%ld, not tuned in this run, now takes the %ld entry instead of the %ld one\n", moves[i].M,
+               moves[i].now, moves[i].was);
     if (setup_failed) { /* the journal stays, with what was measured */
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);
