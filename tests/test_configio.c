@@ -402,13 +402,13 @@ TEST(configio_merge_keeps_replaces_and_adds)
     bt_config_set(&first, 1, &old1);
     bt_config_set(&first, 16, &old16);
     /* No file yet: the merge creates it. */
-    CHECK_EQ(bt_config_merge_write(path, classic, &first, &err), 0);
+    CHECK_EQ(bt_config_merge_write(path, classic, &first, NULL, &err), 0);
     CHECK_STREQ(err.msg, "");
 
     bt_config_set(&update, 4096, &new4096);
     bt_config_set(&update, 16, &new16);
     bt_config_set(&update, 32, &new32);
-    CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), 0);
+    CHECK_EQ(bt_config_merge_write(path, classic, &update, NULL, &err), 0);
     CHECK_STREQ(err.msg, "");
     CHECK_EQ(bt_config_read(path, classic, &got, &err), 0);
     static const long batches[] = {1, 16, 32, 64, 4096};
@@ -426,7 +426,7 @@ TEST(configio_merge_keeps_replaces_and_adds)
 
     /* An empty update rewrites the same entries. */
     bt_config none = {0};
-    CHECK_EQ(bt_config_merge_write(path, classic, &none, &err), 0);
+    CHECK_EQ(bt_config_merge_write(path, classic, &none, NULL, &err), 0);
     bt_config again = {0};
     CHECK_EQ(bt_config_read(path, classic, &again, &err), 0);
     CHECK_EQ(again.n, 5);
@@ -460,7 +460,7 @@ TEST(configio_merge_refuses_to_overwrite_an_unreadable_file)
         fputs(cases[i].text, f);
         fclose(f);
         bt_err err;
-        CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), -1);
+        CHECK_EQ(bt_config_merge_write(path, classic, &update, NULL, &err), -1);
         char expect[4300];
         snprintf(expect, sizeof expect, "%s%s", path, cases[i].expect);
         CHECK_STREQ(err.msg, expect);
@@ -472,7 +472,7 @@ TEST(configio_merge_refuses_to_overwrite_an_unreadable_file)
 
     bt_err err;
     snprintf(path, sizeof path, "%s/no-such-dir/cfg.json", dir);
-    CHECK_EQ(bt_config_merge_write(path, classic, &update, &err), -1);
+    CHECK_EQ(bt_config_merge_write(path, classic, &update, NULL, &err), -1);
     char expect[4300];
     snprintf(expect, sizeof expect,
              "%s/no-such-dir: cannot open directory: No such file or directory", dir);
@@ -491,7 +491,7 @@ TEST(configio_failed_write_leaves_old_file_intact)
     bt_cand c = cand6(64, 128, 128, 32, 4, 3);
     bt_err err;
     bt_config_set(&small, 1, &c);
-    CHECK_EQ(bt_config_merge_write(path, classic, &small, &err), 0);
+    CHECK_EQ(bt_config_merge_write(path, classic, &small, NULL, &err), 0);
     for (long b = 2; b <= 64; b *= 2)
         bt_config_set(&big, b, &c);
 
@@ -504,7 +504,7 @@ TEST(configio_failed_write_leaves_old_file_intact)
         struct rlimit lim = {256, 256};
         setrlimit(RLIMIT_FSIZE, &lim);
         bt_err cerr = {{0}};
-        int rc = bt_config_merge_write(path, classic, &big, &cerr);
+        int rc = bt_config_merge_write(path, classic, &big, NULL, &cerr);
         ssize_t w = write(fds[1], cerr.msg, strlen(cerr.msg));
         _exit(rc == -1 && w >= 0 ? 0 : 1);
     }
@@ -543,7 +543,7 @@ TEST(configio_concurrent_merges_lose_no_entries)
         bt_cand c = cand6(64, 128, 128, 32, 4, 3);
         bt_err err;
         bt_config_set(&one, base + i, &c);
-        failed |= bt_config_merge_write(path, classic, &one, &err) != 0;
+        failed |= bt_config_merge_write(path, classic, &one, NULL, &err) != 0;
         bt_config_free(&one);
         cJSON *run = cJSON_CreateObject(); /* and each one's provenance */
         cJSON_AddNumberToObject(run, "batch", (double)(base + i));

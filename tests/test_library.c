@@ -28,7 +28,7 @@ static void write_config(bt_t *t, const char *dir, const bt_family *f, const cha
     bt_config_set(&c, batch, &cand);
     CHECK(bt_config_filename(name, sizeof name, f, N, K, device, BT_IN_FP8, 128, 128, BT_FMT_SGLANG) == 0);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (bt_config_merge_write(path, f, &c, &err))
+    if (bt_config_merge_write(path, f, &c, NULL, &err))
         bt_check_fail(t, __FILE__, __LINE__, "%s", err.msg);
     bt_config_free(&c);
 }

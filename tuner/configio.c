@@ -368,7 +368,7 @@ static int lock_dir(const char *path, int *fd, bt_err *err)
 static int left_as_is(bt_err *err) { return bt_append(err, " (existing file left as is)"); }
 
 int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
-                          bt_err *err)
+                          bt_config *before, bt_err *err)
 {
     int rc = -1, lock_fd = -1;
     char *text = NULL;
@@ -385,6 +385,9 @@ int bt_config_merge_write(const char *path, const bt_family *f, const bt_config 
         bt_fail(err, "%s: cannot stat: %s", path, strerror(errno));
         goto out;
     }
+    if (before)
+        for (int i = 0; i < merged.n; i++)
+            bt_config_set(before, merged.e[i].batch, &merged.e[i].cand);
     for (int i = 0; i < update->n; i++)
         bt_config_set(&merged, update->e[i].batch, &update->e[i].cand);
     text = bt_config_serialize(&merged, f);

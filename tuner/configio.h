@@ -34,9 +34,10 @@ char *bt_config_serialize(const bt_config *c, const bt_family *f);
 /* Merges entries into the file at path (new batch sizes added, existing ones replaced, none
  * dropped) and writes it atomically. An existing file that cannot be read is an error and is
  * left as it is. Merges into one directory are serialized (flock on the directory), so tuners
- * running side by side on different batch sizes lose no entries. */
+ * running side by side on different batch sizes lose no entries. With before, it also gets the
+ * entries the file held (none for a new file), read under that lock; the caller frees them. */
 int bt_config_merge_write(const char *path, const bt_family *f, const bt_config *update,
-                          bt_err *err);
+                          bt_config *before, bt_err *err);
 void bt_config_set(bt_config *c, long batch, const bt_cand *cand);
 void bt_config_free(bt_config *c);
 

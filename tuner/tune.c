@@ -619,8 +619,7 @@ static int write_config(run *r, const char *path, const batch_result *br, bt_con
     for (int b = 0; b < r->nbatch; b++)
         if (br[b].done && br[b].best >= 0)
             bt_config_set(&c, r->batch[b], &r->cands[br[b].best].cand);
-    if ((file_exists(path) && bt_config_read(path, r->fam, &before, err)) ||
-        bt_config_merge_write(path, r->fam, &c, err))
+    if (bt_config_merge_write(path, r->fam, &c, &before, err))
         goto out;
     *nmoves = bt_config_moves(&before, &c, moves);
     rc = 0;
