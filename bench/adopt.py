@@ -110,6 +110,13 @@ def check(d):
 SGLANG_MS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 
 
+def same_run(a, b):
+    """Whether two sidecar runs are one tune: every field the same but what was adopted from it.
+    A date alone does not tell: two tunes one after the other can end in the same second."""
+    mine = ("adopted", "adopted_because")
+    return {k: v for k, v in a.items() if k not in mine} == {k: v for k, v in b.items() if k not in mine}
+
+
 def nearest(cfg, M):
     """The batch size whose entry a call with M runs: the nearest, the smaller of two equally near
     (as SGLang and the library pick)."""
@@ -166,7 +173,7 @@ def main():
             run = next((r for r in reversed(new_side["runs"]) if str(M) in r.get("results", {})), None)
             if run is None:
                 sys.exit(f"adopt.py: no run in {src[:-5]}.provenance.json tuned batch size {M}")
-            mine = next((r for r in side["runs"] if r.get("date") == run["date"]), None)
+            mine = next((r for r in side["runs"] if same_run(r, run)), None)
             if mine is None:
                 mine = dict(run, adopted=[], adopted_because=a.why)
                 side["runs"].append(mine)
