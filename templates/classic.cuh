@@ -303,6 +303,47 @@ template <int TBM, int TBN> struct Math<true, TBM, TBN> {
     }
 };
 
+// Writes the tile's 16-bit outputs 16 bytes per lane. In the m16n8 layout the four lanes of a
+// quad hold 4-byte column pairs of one row, so a store per fragment writes 16 bytes of a row
+// per quad; a rotation across the quad (three shuffles per four fragments) gives each lane the
+// 8 columns of one fragment, and a quad writes 64 contiguous bytes of its row, as Triton's
+// epilogue writes whole sectors. Whole tiles of 16-byte-aligned rows only (a tile past M keeps
+// the fragment stores, which skip its missing rows without the shuffles), and warps of 64 or
+// more columns: at 32 the fragment stores already fill a row's two sectors one after the
+// other, and the shuffles measured 5% slower (BENCHMARKS.md, "The classic kernel's stores").
+template <typename MathT>
+__device__ __forceinline__ void store_tile16(const MathT &math, out_t *C, int N, int m0, int n0)
+{
+    const int lane = threadIdx.x % 32, i = lane % 4;
+#pragma unroll
+    for (int f = 0; f < MathT::FM; f++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const long r = m0 + math.row(f, 2 * h);
+#pragma unroll
+            for (int q = 0; q < MathT::FN / 4; q++) {
+                u32 v[4], o[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+                    v[t] = (u32)to_out<OUT>(math.sum[f][4 * q + t][2 * h]) |
+                           (u32)to_out<OUT>(math.sum[f][4 * q + t][2 * h + 1]) << 16;
+                // Round k: lane i takes column pair (i + k) % 4 of fragment 4q + i from that lane,
+                // which sends its pair of fragment 4q + (lane - k) % 4 (selects, not a dynamic
+                // index, keep v and o in registers).
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int want = (i - k) & 3, from = (i + k) & 3;
+                    const u32 send = want == 0 ? v[0] : want == 1 ? v[1] : want == 2 ? v[2] : v[3];
+                    const u32 got = k == 0 ? send : __shfl_sync(0xffffffffu, send, (lane & ~3) | from);
+#pragma unroll
+                    for (int t = 0; t < 4; t++)
+                        o[t] = t == from ? got : o[t];
+                }
+                *(uint4 *)(C + r * N + n0 + math.col(4 * q + i, 0) - 2 * i) = make_uint4(o[0], o[1], o[2], o[3]);
+            }
+        }
+}
+
 } // namespace classic
 } // namespace bt
 
@@ -364,6 +405,11 @@ bt_classic_gemm(const bt::u8 *__restrict__ A, const bt::u8 *__restrict__ B,
     cp_async_wait<0>();
     if (!math.stores())
         return;
+    if (OUT != 2 && math_t::FN % 8 == 0 && m0 + BM <= M && n0 + BN <= N && N % 8 == 0 &&
+        (unsigned long long)C % 16 == 0) {
+        store_tile16(math, C, N, m0, n0);
+        return;
+    }
 #pragma unroll
     for (int f = 0; f < math_t::FM; f++)
 #pragma unroll
