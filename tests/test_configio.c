@@ -702,7 +702,20 @@ TEST(configio_optional_parameter)
     }
 }
 
-/* The run of the sidecar whose result for batch is this config, or NULL. */
+/* Whether the run's "adopted" list holds batch. */
+static int adopted_at(const cJSON *run, long batch)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(run, "adopted"))
+    {
+        if (cJSON_IsNumber(m) && (long)cJSON_GetNumberValue(m) == batch)
+            return 1;
+    }
+    return 0;
+}
+
+/* The run of the sidecar whose result for batch is this config (its pick, or, where the entry
+ * was adopted from the run, one of its finalists: bench/finalists.py), or NULL. */
 static const cJSON *run_of(const cJSON *runs, long batch, const char *csv)
 {
     char key[32];
@@ -714,6 +727,15 @@ static const cJSON *run_of(const cJSON *runs, long batch, const char *csv)
         const char *got = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "config"));
         if (got && strcmp(got, csv) == 0)
             return run;
+        if (!adopted_at(run, batch))
+            continue;
+        const cJSON *fin;
+        cJSON_ArrayForEach(fin, cJSON_GetObjectItemCaseSensitive(res, "finalists"))
+        {
+            got = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fin, "config"));
+            if (got && strcmp(got, csv) == 0)
+                return run;
+        }
     }
     return NULL;
 }
@@ -806,4 +828,35 @@ TEST(configio_shipped_configs_are_valid)
     closedir(d);
     CHECK(checked > 0);
     printf("    %d shipped configs checked\n", checked);
+}
+
+/* An entry may be a finalist of a run other than its pick only where it was adopted from that
+ * run: the sidecar then says why it ships instead of the pick. */
+TEST(configio_finalist_entry_needs_its_adoption)
+{
+    const char *name = "N=7168,K=2304,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json";
+    const char *side = "N=7168,K=2304,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128]"
+                       ".provenance.json";
+    const char *run = "{\"runs\": [{\"device\": \"NVIDIA H100 80GB HBM3\", \"arch\": \"sm_90a\", "
+                      "\"family\": \"classic\", \"N\": 7168, \"K\": 2304, \"input_type\": \"fp8\", "
+                      "\"out_dtype\": \"float16\", \"results\": {\"512\": {\"config\": \"64,64,128,1,4,3\", "
+                      "\"finalists\": [{\"config\": \"64,64,128,1,4,3\", \"us\": 30.1}, "
+                      "{\"config\": \"64,128,128,16,4,3\", \"us\": 30.4}]}}%s}]}\n";
+    const char *cfg = "{\n    \"512\": {\n        \"BLOCK_SIZE_M\": 64,\n        \"BLOCK_SIZE_N\": 128,\n"
+                      "        \"BLOCK_SIZE_K\": 128,\n        \"GROUP_SIZE_M\": 16,\n        \"num_warps\": 4,\n"
+                      "        \"num_stages\": 3\n    }\n}\n";
+    char dir[4200], cfg_at[4400], side_at[4400], text[2048], why[1024];
+    snprintf(dir, sizeof dir, "%s/finalist-entry", bt_test_tmpdir());
+    mkdir(dir, 0755);
+    snprintf(cfg_at, sizeof cfg_at, "finalist-entry/%s", name);
+    snprintf(side_at, sizeof side_at, "finalist-entry/%s", side);
+    bt_scratch_file(cfg_at, cfg);
+    snprintf(text, sizeof text, run, "");
+    bt_scratch_file(side_at, text);
+    shipped_config_problem(dir, name, why, sizeof why);
+    CHECK_STREQ(why, "batch 512: config 64,128,128,16,4,3 is in no run of the sidecar");
+    snprintf(text, sizeof text, run, ", \"adopted\": [512], \"adopted_because\": \"faster in Triton\"");
+    bt_scratch_file(side_at, text);
+    shipped_config_problem(dir, name, why, sizeof why);
+    CHECK_STREQ(why, "");
 }

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "configio.h"
 #include "cuda.h"
 #include "harness.h"
@@ -478,6 +480,47 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     free(out);
     unsetenv("BT_FAKE_CUDA_FLAKY");
     bt_test_restore_env("BT_LIBCUDA", saved);
+}
+
+/* The sidecar lists each batch size's finalists as timed again, the pick first, so that a
+ * kernel the port stands in for (SGLang's Triton one) can be asked to rank them. On the stand-in
+ * driver: the tiny space's four and the default are all finalists. */
+TEST(tune_sidecar_lists_the_finalists)
+{
+    char fake[4200], dir[4200], side[8400];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/finalists", bt_test_tmpdir());
+    char *saved = bt_test_set_env("BT_LIBCUDA", fake);
+    char *out = NULL;
+    const char *args[] = {"--space", tiny_space(), "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir",
+                          cache_dir(), "--out-dir", dir, "--quiet", NULL};
+    CHECK_EQ(bt_run_tune(&out, args), 0);
+    free(out);
+    bt_test_restore_env("BT_LIBCUDA", saved);
+    snprintf(side, sizeof side, "%s/N=7168,K=2304,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128]"
+             ".provenance.json", dir);
+    bt_err err = {{0}};
+    cJSON *prov = bt_json_read(side, &err);
+    CHECK(prov != NULL);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(prov, "runs"), 0),
+                                         "results"),
+        "1");
+    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(res, "finalists");
+    CHECK_EQ(cJSON_GetArraySize(fin), 5);
+    const char *pick = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "config"));
+    const char *first = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fin, 0), "config"));
+    CHECK(pick && first && strcmp(pick, first) == 0);
+    double last = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fin)
+    {
+        double us = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "us"));
+        CHECK(us > 0 && (f == cJSON_GetArrayItem(fin, 0) || us >= last));
+        last = us;
+    }
+    cJSON_Delete(prov);
 }
 
 /* A config that cannot be written in full (here: past the file size limit, which would

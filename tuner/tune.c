@@ -545,6 +545,37 @@ static void print_top(run *r, const batch_result *br)
     }
 }
 
+/* The finalists of a batch size as timed again, fastest (the pick) first: the candidates a
+ * kernel other than the port (SGLang's Triton one) may rank otherwise, for bench/ to time there.
+ * NULL when none was timed again (fewer than two verified, or every finalist skipped). */
+static cJSON *finalists_json(run *r, const batch_result *b)
+{
+    timed fin[BT_FINALISTS + 1];
+    size_t n = 0;
+    for (size_t k = 0; k < b->nall && n < BT_FINALISTS + 1; k++)
+        if (b->all[k].retimed)
+            fin[n++] = b->all[k];
+    if (n == 0)
+        return NULL;
+    qsort(fin, n, sizeof *fin, cmp_timed);
+    for (size_t k = 1; k < n; k++) /* the pick first, also where another took the same time */
+        if ((long)fin[k].cand == b->best) {
+            timed t = fin[k];
+            memmove(fin + 1, fin, k * sizeof *fin);
+            fin[0] = t;
+        }
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t k = 0; k < n; k++) {
+        char vals[128];
+        cJSON *f = cJSON_CreateObject();
+        bt_cand_csv(r->fam, &r->cands[fin[k].cand].cand, vals, sizeof vals);
+        cJSON_AddStringToObject(f, "config", vals);
+        cJSON_AddNumberToObject(f, "us", round(fin[k].us * 1000) / 1000);
+        cJSON_AddItemToArray(arr, f);
+    }
+    return arr;
+}
+
 static void iso_date(char *buf, size_t n)
 {
     time_t now = time(NULL);
@@ -604,6 +635,9 @@ static int write_provenance(run *r, const char *config_path, const bt_shape *s, 
         cJSON_AddNumberToObject(e, "verified", br[b].ok + br[b].pruned);
         cJSON_AddNumberToObject(e, "wrong", br[b].wrong);
         cJSON_AddNumberToObject(e, "failed", br[b].failed);
+        cJSON *fin = finalists_json(r, &br[b]);
+        if (fin)
+            cJSON_AddItemToObject(e, "finalists", fin);
     }
     return bt_sidecar_append(config_path, run_o, err);
 }
