@@ -1,0 +1,70 @@
+"""The tuner's finalists as config directories, for a kernel that may rank them otherwise than
+the CUDA port does: the classic files are shipped for SGLang's Triton kernel, and the port's
+picks at the output-bound shapes ran 0.957x the Triton-chosen entries there (BENCHMARKS.md, "The
+output-bound classic entries tuned again after the stores").
+
+For each SGLang-format (classic) config in FROM and each batch size of the newest run of its
+sidecar that tuned it, directory OUT/fK gets that run's K-th fastest finalist as timed again
+(the tuner writes them under "finalists", the pick first), or its pick where the run had fewer.
+Each fK holds the sidecar too, so `bench/adopt.py --family classic --from OUT/fK` takes an entry
+from it with its run; the shipped-config test accepts a finalist other than the pick only where
+the sidecar says it was adopted.
+
+Then, on the GPU: python3 bench/triton_configs.py --dir shipped=configs --dir f1=OUT/f1 ...
+--dir f8=OUT/f8 --shapes ... --ms ...  (two runs), and python3 bench/pick.py --old shipped
+--new f1 ... --new f8 RUN1.jsonl RUN2.jsonl for the adopt.py flags of each fK.
+
+Usage: python3 bench/finalists.py FROM OUT"""
+import glob, json, os, shutil, sys
+
+# The keys of a classic entry in the order the tuner writes them, the order of a run's csv.
+CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+
+
+def entry(csv):
+    return dict(zip(CLASSIC_KEYS, (int(v) for v in csv.split(","))))
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__.rsplit("\n\n", 1)[1], file=sys.stderr)
+        sys.exit(2)
+    src, out = sys.argv[1:]
+    files = sorted(f for f in glob.glob(os.path.join(glob.escape(src), "*.json"))
+                   if not f.endswith(".provenance.json") and ",kernel=" not in f)
+    if not files:
+        sys.exit(f"finalists.py: no classic config files in {src}")
+    ranked = {}
+    for f in files:
+        side = f[:-5] + ".provenance.json"
+        try:
+            with open(f) as fh:
+                cfg = json.load(fh)
+            with open(side) as fh:
+                runs = json.load(fh)["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"finalists.py: {f}: {e}")
+        ranked[f] = {}
+        for M in cfg:
+            run = next((r for r in reversed(runs) if M in r.get("results", {})), None)
+            res = run["results"][M] if run else {}
+            fin = [x["config"] for x in res.get("finalists", [])] or ([res["config"]] if "config" in res else [])
+            if not fin:
+                sys.exit(f"finalists.py: {side}: no run tuned batch size {M}")
+            ranked[f][M] = fin
+    # Every directory holds every file, so that each shape has a config in each source.
+    most = max(len(v) for r in ranked.values() for v in r.values())
+    for k in range(most):
+        d = os.path.join(out, f"f{k + 1}")
+        os.makedirs(d, exist_ok=True)
+        for f, r in ranked.items():
+            picks = {M: entry(v[k] if k < len(v) else v[0]) for M, v in r.items()}
+            with open(os.path.join(d, os.path.basename(f)), "w") as fh:
+                fh.write(json.dumps(picks, indent=4) + "\n")
+            side = f[:-5] + ".provenance.json"
+            shutil.copyfile(side, os.path.join(d, os.path.basename(side)))
+    print(f"{len(files)} config file(s), up to {most} finalists a batch size: {out}/f1..f{most}")
+
+
+if __name__ == "__main__":
+    main()
