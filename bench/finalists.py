@@ -12,7 +12,8 @@ the sidecar says it was adopted.
 
 Then, on the GPU: python3 bench/triton_configs.py --dir shipped=configs --dir f1=OUT/f1 ...
 --dir f8=OUT/f8 --shapes ... --ms ...  (two runs), and python3 bench/pick.py --old shipped
---new f1 ... --new f8 RUN1.jsonl RUN2.jsonl for the adopt.py flags of each fK.
+--new f1 ... --new f8 RUN1.jsonl RUN2.jsonl for the adopt.py flags of each fK
+(bench/triton_finalists.sh runs the three steps).
 
 Usage: python3 bench/finalists.py FROM OUT"""
 import glob, json, os, shutil, sys

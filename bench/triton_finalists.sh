@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine, after a classic tune (bench/tune_runs.sh, configs in /tmp/configs): its
+# finalists (bench/finalists.py) and the shipped files timed in the Triton stand-in, RUNS runs
+# (default 2), then bench/pick.py's choice per point: the adopt.py flags of each finalist
+# directory that beat the shipped entry by more than 2% in every run.
+# Usage: bench/triton_finalists.sh SHAPES MS   e.g. 7168x2304,4096x512 512,1024,2048
+# Output: $OUT/tri_<run>.jsonl, $OUT/pick.txt, and the finalist directories in $OUT/finalists.tar;
+# then, where the files are kept: python3 bench/adopt.py --family classic --from finalists/fK
+# --into configs --why ... <pick.txt's flags for fK>.
+set -eu
+shapes=$1 ms=$2
+out=${OUT:-/tmp/out}
+fin=/tmp/finalists
+rm -rf "$fin"
+python3 bench/finalists.py /tmp/configs "$fin"
+dirs=()
+for d in "$fin"/f*; do
+    dirs+=(--dir "$(basename "$d")=$d")
+done
+runs=()
+for r in $(seq "${RUNS:-2}"); do
+    python3 bench/triton_configs.py --dir shipped=configs "${dirs[@]}" --shapes "$shapes" --ms "$ms" \
+        >"$out/tri_$r.jsonl"
+    runs+=("$out/tri_$r.jsonl")
+done
+news=()
+for d in "$fin"/f*; do
+    news+=(--new "$(basename "$d")")
+done
+python3 bench/pick.py --old shipped "${news[@]}" "${runs[@]}" >"$out/pick.txt"
+tail -n 9 "$out/pick.txt"
+tar -C /tmp -cf "$out/finalists.tar" finalists
