@@ -117,6 +117,12 @@ def same_run(a, b):
     return {k: v for k, v in a.items() if k not in mine} == {k: v for k, v in b.items() if k not in mine}
 
 
+def source_run(side, M):
+    """The run of sidecar side that an entry for batch size M came from: the newest that tuned M
+    (None if none did)."""
+    return next((r for r in reversed(side.get("runs", [])) if str(M) in r.get("results", {})), None)
+
+
 def nearest(cfg, M):
     """The batch size whose entry a call with M runs: the nearest, the smaller of two equally near
     (as SGLang and the library pick)."""
@@ -169,8 +175,7 @@ def main():
             if str(M) not in new:
                 sys.exit(f"adopt.py: {src} has no batch size {M}")
             cfg[str(M)] = new[str(M)]
-            # The newest run of the source that tuned M is where the entry came from.
-            run = next((r for r in reversed(new_side["runs"]) if str(M) in r.get("results", {})), None)
+            run = source_run(new_side, M)
             if run is None:
                 sys.exit(f"adopt.py: no run in {src[:-5]}.provenance.json tuned batch size {M}")
             mine = next((r for r in side["runs"] if same_run(r, run)), None)

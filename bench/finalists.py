@@ -18,6 +18,8 @@ Then, on the GPU: python3 bench/triton_configs.py --dir shipped=configs --dir f1
 Usage: python3 bench/finalists.py FROM OUT"""
 import glob, json, os, shutil, sys
 
+from adopt import load, source_run  # bench/ is on the path
+
 # The keys of a classic entry in the order the tuner writes them, the order of a run's csv.
 CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
@@ -38,16 +40,10 @@ def main():
     ranked = {}
     for f in files:
         side = f[:-5] + ".provenance.json"
-        try:
-            with open(f) as fh:
-                cfg = json.load(fh)
-            with open(side) as fh:
-                runs = json.load(fh)["runs"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            sys.exit(f"finalists.py: {f}: {e}")
+        cfg, prov = load(f), load(side)
         ranked[f] = {}
         for M in cfg:
-            run = next((r for r in reversed(runs) if M in r.get("results", {})), None)
+            run = source_run(prov, M)
             res = run["results"][M] if run else {}
             fin = [x["config"] for x in res.get("finalists", [])] or ([res["config"]] if "config" in res else [])
             if not fin:

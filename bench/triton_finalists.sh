@@ -13,19 +13,16 @@ out=${OUT:-/tmp/out}
 fin=/tmp/finalists
 rm -rf "$fin"
 python3 bench/finalists.py /tmp/configs "$fin"
-dirs=()
+dirs=() news=()
 for d in "$fin"/f*; do
     dirs+=(--dir "$(basename "$d")=$d")
+    news+=(--new "$(basename "$d")")
 done
 runs=()
 for r in $(seq "${RUNS:-2}"); do
     python3 bench/triton_configs.py --dir shipped=configs "${dirs[@]}" --shapes "$shapes" --ms "$ms" \
         >"$out/tri_$r.jsonl"
     runs+=("$out/tri_$r.jsonl")
-done
-news=()
-for d in "$fin"/f*; do
-    news+=(--new "$(basename "$d")")
 done
 python3 bench/pick.py --old shipped "${news[@]}" "${runs[@]}" >"$out/pick.txt"
 tail -n 9 "$out/pick.txt"
