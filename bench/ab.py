@@ -9,7 +9,8 @@ Makefile puts libcjson.so.1 beside it, which the library's rpath $ORIGIN finds):
         --points 24576x7168x4096,7168x2304x16 [--rounds 11] [--configs configs] [--configs-for NAME=DIR]
         [--cache DIR] [--no-peer] [--pdl] [--rest MS]
 
-A point is NxKxM. Prints one JSON line per point: microseconds per call of each build and of
+A point is NxKxM. Prints one JSON line per point: the first build's kernel ("kernel", and
+"kernel_NAME" for each build that runs another), microseconds per call of each build and of
 cuBLASLt ("peer", absent where it refuses the shape), each one's TFLOPS, and the largest
 relative difference of the builds' outputs from the first build's ("diff"; cuBLASLt's as
 "peer_diff"). --per-tensor also times cuBLASLt's FP8 GEMM with one scale per operand
@@ -57,7 +58,7 @@ def main():
     for N, K, M in points:
         nsets = rotation_sets(M, N, K)
         sets = [inputs(M, N, K) for _ in range(nsets)]
-        kernel = [h.prepare(M, N, K) for h in handles.values()][0]
+        kernels = {n: h.prepare(M, N, K) for n, h in handles.items()}
         calls = {n: (lambda i, h=h: h.gemm(sets[i % nsets], M, N, K)) for n, h in handles.items()}
         if not o.no_peer:
             calls["peer"] = lambda i: peer(sets[i % nsets])
@@ -66,7 +67,8 @@ def main():
         outs = first_outputs(calls, sets[0])
         n = calls_per_replay(calls[names[0]], nsets)
         us = interleaved_calls_us(calls, n, o.rounds, o.rest)
-        res = {"N": N, "K": K, "M": M, "kernel": kernel, "calls_per_replay": n}
+        res = {"N": N, "K": K, "M": M, "kernel": kernels[names[0]], "calls_per_replay": n}
+        res.update({"kernel_" + k: d for k, d in kernels.items() if d != kernels[names[0]]})
         for k, v in us.items():
             res[k] = round(v, 2)
             res[k + "_tflops"] = round(2.0 * M * N * K / v / 1e6)
