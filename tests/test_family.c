@@ -155,7 +155,11 @@ TEST(native_fallback_int8_convert)
 }
 
 /* The heuristic's tiles: 64 rows up to M = 128, as wide as gives about one tile per SM (two
- * row tiles of 7168 columns on 132 SMs: 109 columns, rounded up to 112); 128 x 128 above. */
+ * row tiles of 7168 columns on 132 SMs: 109 columns, rounded up to 112); 128 x 128 above, unless
+ * those leave half the SMs idle ((1536, 7168) at M = 256 has 24 of them: 64 x 48, 128 tiles).
+ * Tiles that still leave half the SMs idle split K where K >= 6144, widened so the clusters
+ * fill three quarters of the SMs ((512, 7168) at M = 1: 32 tiles of 16 columns, then 22 of 24
+ * split 4 ways); at K = 4096 they do not. */
 TEST(native_fallback_tiles)
 {
     bt_target h100;
@@ -163,25 +167,30 @@ TEST(native_fallback_tiles)
     h100.smem_optin = 232448, h100.sm_count = 132;
     const bt_variant v = {BT_IN_FP8, BT_OUT_BF16, 128, 128};
     const struct {
-        long M, N;
-        int bm, bn;
-    } cases[] = {{1, 7168, 64, 64}, {64, 7168, 64, 64}, {128, 7168, 64, 112}, {96, 576, 64, 16},
-                 {128, 24576, 64, 128}, {129, 7168, 128, 128}, {4096, 7168, 128, 128}};
+        long M, N, K;
+        int bm, bn, split;
+    } cases[] = {{1, 7168, 7168, 64, 64, 1},      {64, 7168, 7168, 64, 64, 1},     {128, 7168, 7168, 64, 112, 1},
+                 {96, 576, 7168, 64, 16, 1},      {128, 24576, 7168, 64, 128, 1},  {129, 7168, 7168, 128, 128, 1},
+                 {4096, 7168, 7168, 128, 128, 1}, {256, 1536, 7168, 64, 48, 1},    {2048, 512, 7168, 64, 128, 1},
+                 {1, 512, 7168, 64, 24, 4},       {1, 576, 7168, 64, 16, 2},       {128, 256, 7168, 64, 24, 4},
+                 {1, 1024, 4096, 64, 16, 1},      {256, 256, 16384, 64, 24, 2}};
     const int bm = bt_family_param_index(&bt_family_native, "BLOCK_SIZE_M"),
-              bn = bt_family_param_index(&bt_family_native, "BLOCK_SIZE_N");
-    CHECK(bm >= 0 && bn >= 0);
-    for (size_t i = 0; bm >= 0 && bn >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
+              bn = bt_family_param_index(&bt_family_native, "BLOCK_SIZE_N"),
+              sk = bt_family_param_index(&bt_family_native, "SPLIT_K");
+    CHECK(bm >= 0 && bn >= 0 && sk >= 0);
+    for (size_t i = 0; bm >= 0 && bn >= 0 && sk >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
         bt_cand c;
         char why[200];
-        bt_family_native.fallback(cases[i].M, cases[i].N, 7168, &v, &h100, &c);
+        bt_family_native.fallback(cases[i].M, cases[i].N, cases[i].K, &v, &h100, &c);
         CHECK_EQ(c.v[bm], cases[i].bm);
         CHECK_EQ(c.v[bn], cases[i].bn);
+        CHECK_EQ(c.v[sk], cases[i].split);
         CHECK_EQ(bt_family_native.check(&c, &v, &h100, why, sizeof why), BT_REJ_NONE);
     }
 }
 
 /* The heuristic's stages: as many 128-deep K blocks' worth as fit beside a 16-bit output's
- * slab, up to 8, at a block_k of 64 too, whose stages are half the size: 8 of them at 128 x 128
+ * slab, up to 12, at a block_k of 64 too, whose stages are half the size: 8 of them at 128 x 128
  * tiles ran 13-15% slower than 5 (BENCHMARKS.md). */
 TEST(native_fallback_stages)
 {
@@ -191,7 +200,7 @@ TEST(native_fallback_stages)
     const struct {
         long M;
         int block_k, stages;
-    } cases[] = {{4096, 64, 5}, {4096, 128, 5}, {16, 64, 8}, {16, 128, 8}};
+    } cases[] = {{4096, 64, 5}, {4096, 128, 5}, {16, 64, 12}, {16, 128, 12}, {128, 128, 9}};
     const int st = bt_family_param_index(&bt_family_native, "num_stages");
     CHECK(st >= 0);
     for (size_t i = 0; st >= 0 && i < sizeof cases / sizeof cases[0]; i++) {

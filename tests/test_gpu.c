@@ -363,6 +363,46 @@ TEST(gpu_native_space_verified)
     close_gpu(&fx);
 }
 
+/* The library's heuristic (no config): each config it picks, verified at the point it picks it
+ * for: 64- and 128-row tiles, 16 to 128 columns, split-K 2 and 4, rings of 5 to 12 stages, INT8
+ * by the conversion and by adds, and every output type for FP8. */
+TEST(gpu_native_heuristic_verified)
+{
+    static const long shapes[][2] = {{256, 7168}, {576, 7168}, {1536, 7168}, {1024, 4096}, {4608, 7168}, {512, 16384}};
+    static const long Ms[] = {1, 24, 100, 200, 600, 2048};
+    gpu_fixture fx;
+    if (open_gpu(t, &fx))
+        return;
+    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
+                               &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
+        close_gpu(&fx);
+        SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);
+    }
+    int runs = 0, split = 0;
+    for (int in = 0; in < 2; in++)
+        for (int out = 0; out < 3; out++) {
+            if (in == BT_IN_INT8 && out != BT_OUT_BF16)
+                continue;
+            const bt_variant v = {(bt_in_type)in, (bt_out_type)out, 128, 128};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++) {
+                    bt_cand c;
+                    char why[200];
+                    bt_family_native.fallback(Ms[m], shapes[s][0], shapes[s][1], &v, &fx.g.target, &c);
+                    if (bt_family_native.check(&c, &v, &fx.g.target, why, sizeof why) != BT_REJ_NONE) {
+                        bt_check_fail(t, __FILE__, __LINE__, "heuristic config at M=%ld N=%ld K=%ld: %s", Ms[m],
+                                      shapes[s][0], shapes[s][1], why);
+                        continue;
+                    }
+                    split += c.v[bt_family_param_index(&bt_family_native, "SPLIT_K")] > 1;
+                    verify_set(t, &fx, &bt_family_native, &c, 1, &v, &shapes[s], 1, &Ms[m], 1, 0, 0, &runs);
+                }
+        }
+    CHECK(split > 0);
+    printf("    %d verified runs; %d of the configs split K\n", runs, split);
+    close_gpu(&fx);
+}
+
 /* Compiles and loads one candidate as family f (the caller unloads it). */
 static int load_one(bt_t *t, gpu_fixture *fx, const bt_family *f, const bt_cand *c, const bt_variant *v,
                     bt_kernel *k)

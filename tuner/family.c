@@ -318,32 +318,61 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     out->store_cols = bt_nv_store_bytes(p[NV_BM], p[NV_BN], bt_out_size(v->out)) ? bt_nv_store_cols(p[NV_BN]) : 0;
 }
 
+/* Columns per tile that give about one tile per slot over tiles_m row tiles, and not more tiles
+ * than slots where 128 columns allow: a multiple of 8 (of 16 past 32, a width INT8 wgmma takes
+ * too), between 16 and 128. */
+static int native_fill_width(long tiles_m, long N, long slots)
+{
+    long want = (tiles_m * N + slots - 1) / slots;
+    int bn = (int)((want + 7) / 8 * 8);
+    bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
+    for (;;) {
+        if (bn > 32)
+            bn = (bn + 15) / 16 * 16;
+        if (bn >= 128 || tiles_m * ((N + bn - 1) / bn) <= slots)
+            return bn > 128 ? 128 : bn;
+        bn += 8;
+    }
+}
+
+/* At most half the SMs would have a tile. */
+static int native_underfilled(long ctas, long sms)
+{
+    return ctas * 2 <= sms;
+}
+
 /* Without a config: up to M = 128 a call streams the weights, so tiles of 64 rows, as wide as
  * gives about one tile per SM (1.27-1.45x faster in geomean at M = 96 and 128 than 128 x 128
- * tiles on the H100: BENCHMARKS.md, "The native heuristic"); larger M takes 128 x 128 tiles.
- * Stages: as many as fit, up to 8. INT8 from M = 512 with at least 12 K blocks converts its
- * partials by adds (INT8_CONVERT 1) where the output is 16-bit, whose rounding hides that
- * conversion's (the same section). */
+ * tiles on the H100: BENCHMARKS.md, "The native heuristic"). Larger M takes 128 x 128 tiles, or
+ * 64-row ones where those would leave half the SMs idle. Where tiles still leave half the SMs
+ * idle and K is at least 6144, 2 or 4 CTAs share each tile's K blocks (SPLIT_K), their clusters
+ * sized for three quarters of the SMs: at K = 4096 splitting ran up to 9% slower, and clusters
+ * for every SM up to 16% (the same section). Stages: as many as fit, up to 12, so narrow tiles
+ * keep enough bytes in flight. INT8 from M = 512 with at least 12 K blocks converts its partials
+ * by adds (INT8_CONVERT 1) where the output is 16-bit, whose rounding hides that conversion's. */
 static void native_fallback(long M, long N, long K, const bt_variant *v, const bt_target *t, bt_cand *out)
 {
     long sms = t->sm_count > 0 ? t->sm_count : 132;
     memset(out, 0, sizeof *out);
-    int bm = M <= 128 ? 64 : 128, bn = 128;
-    if (M <= 128) {
-        long want = ((M + bm - 1) / bm * N + sms - 1) / sms; /* columns per tile for one tile per SM */
-        bn = (int)((want + 7) / 8 * 8);
-        if (bn > 32) /* a width INT8 wgmma takes too */
-            bn = (bn + 15) / 16 * 16;
-        bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
+    int bm = 128, bn = 128, split = 1;
+    long tiles_m = (M + 127) / 128;
+    if (M <= 128 || native_underfilled(tiles_m * ((N + 127) / 128), sms)) {
+        bm = 64, tiles_m = (M + 63) / 64;
+        bn = native_fill_width(tiles_m, N, sms);
+    }
+    while (split < 4 && K >= 6144 && native_underfilled(tiles_m * ((N + bn - 1) / bn) * split, sms)) {
+        split *= 2;
+        bn = native_fill_width(tiles_m, N, sms * 3 / 4 / split);
     }
     /* Sized for 16-bit outputs, whose slab takes shared memory, and for 128-deep K blocks even
      * at a block_k of 64: 5 such stages of 128 x 128 tiles ran 1.13-1.15x faster at M = 4096
      * than the 8 half-size ones that fit (H100, BENCHMARKS.md). */
-    int stages = 8;
-    while (stages > 2 && bt_nv_smem_bytes(bm, bn, 128, stages, 1, 2) > (t->smem_optin ? t->smem_optin : 232448))
+    int stages = 12;
+    while (stages > 2 &&
+           bt_nv_smem_bytes(bm, bn, 128, stages, split, 2) > (t->smem_optin ? t->smem_optin : 232448))
         stages--;
     out->v[NV_BM] = bm, out->v[NV_BN] = bn, out->v[NV_STAGES] = stages, out->v[NV_GM] = 8;
-    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = 1, out->v[NV_OCC] = 1;
+    out->v[NV_CLUSTER] = 1, out->v[NV_SPLIT] = split, out->v[NV_OCC] = 1;
     out->v[NV_CVT] = v->in == BT_IN_INT8 && M >= 512 && K >= 12L * v->block_k && v->out != BT_OUT_F32;
 }
 
