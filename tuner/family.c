@@ -318,21 +318,15 @@ static void native_launch(const bt_cand *c, const bt_variant *v, const bt_target
     out->store_cols = bt_nv_store_bytes(p[NV_BM], p[NV_BN], bt_out_size(v->out)) ? bt_nv_store_cols(p[NV_BN]) : 0;
 }
 
-/* Columns per tile that give about one tile per slot over tiles_m row tiles, and not more tiles
- * than slots where 128 columns allow: a multiple of 8 (of 16 past 32, a width INT8 wgmma takes
- * too), between 16 and 128. */
+/* Columns per tile that give about one tile per slot over tiles_m row tiles: a multiple of 8 (of
+ * 16 past 32, a width INT8 wgmma takes too), between 16 and 128. */
 static int native_fill_width(long tiles_m, long N, long slots)
 {
     long want = (tiles_m * N + slots - 1) / slots;
     int bn = (int)((want + 7) / 8 * 8);
-    bn = bn < 16 ? 16 : bn > 128 ? 128 : bn;
-    for (;;) {
-        if (bn > 32)
-            bn = (bn + 15) / 16 * 16;
-        if (bn >= 128 || tiles_m * ((N + bn - 1) / bn) <= slots)
-            return bn > 128 ? 128 : bn;
-        bn += 8;
-    }
+    if (bn > 32)
+        bn = (bn + 15) / 16 * 16;
+    return bn < 16 ? 16 : bn > 128 ? 128 : bn;
 }
 
 /* At most half the SMs would have a tile. */
