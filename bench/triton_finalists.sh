@@ -24,6 +24,6 @@ for r in $(seq "${RUNS:-2}"); do
         >"$out/tri_$r.jsonl"
     runs+=("$out/tri_$r.jsonl")
 done
+tar -C /tmp -cf "$out/finalists.tar" finalists
 python3 bench/pick.py --old shipped "${news[@]}" "${runs[@]}" >"$out/pick.txt"
 tail -n 9 "$out/pick.txt"
-tar -C /tmp -cf "$out/finalists.tar" finalists
