@@ -9,11 +9,14 @@
 /* Enough for 4x the H100's and H200's 50 MB of L2 at every DeepSeek-V3 shape: the smallest,
  * (7168, 256) at M = 1, is 1.85 MB a set (with 64 sets, until 2026-11-24, it came to 2.3x). */
 #define BT_BENCH_MAXSETS 128
-/* Once every candidate of a batch size is timed, the BT_FINALISTS fastest and the default are
- * timed again in BT_FINAL_ROUNDS interleaved rounds (tune.c). Eight, not three: at INT8 M = 128
+/* Once every candidate of a batch size is timed, the BT_FINALISTS fastest and the default (and
+ * the fastest of each value of the family's finalist_key) are timed again in BT_FINAL_ROUNDS
+ * interleaved rounds (tune.c). Eight, not three: at INT8 M = 128
  * on the H200 a config 5% faster side by side was outside the first pass's three fastest in
  * five tunes of six (BENCHMARKS.md, "The tuner's finalists: eight, not three"). */
 #define BT_FINALISTS 8
+/* Room beside them for the fastest candidate of each value of the family's finalist_key. */
+#define BT_FINALIST_KEYS 4
 #define BT_FINAL_ROUNDS 3
 
 /* Copies of one problem's buffers (set 0 is the verified one). */

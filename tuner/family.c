@@ -190,6 +190,9 @@ const bt_family bt_family_classic = {
     .defines = classic_defines,
     .launch = classic_launch,
     .fallback = classic_fallback,
+    /* the port ranks 8-warp tiles first at large M, Triton 4-warp ones (BENCHMARKS.md, "The
+     * classic finalists in Triton") */
+    .finalist_key = "num_warps",
 };
 
 

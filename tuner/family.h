@@ -90,6 +90,10 @@ typedef struct bt_family {
                    long K, bt_launch *out);
     /* Candidate used when no config exists for a shape (documented heuristic). */
     void (*fallback)(long M, long N, long K, const bt_variant *v, const bt_target *t, bt_cand *out);
+    /* A parameter whose every value gets its fastest candidate among a tune's finalists, or
+     * NULL: the classic family's num_warps, which SGLang's Triton kernel ranks otherwise than the
+     * CUDA port. */
+    const char *finalist_key;
 } bt_family;
 
 extern const bt_family bt_family_classic;

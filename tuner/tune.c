@@ -550,9 +550,9 @@ static void print_top(run *r, const batch_result *br)
  * NULL when none was timed again (fewer than two verified, or every finalist skipped). */
 static cJSON *finalists_json(run *r, const batch_result *b)
 {
-    timed fin[BT_FINALISTS + 1];
+    timed fin[BT_FINALISTS + 1 + BT_FINALIST_KEYS];
     size_t n = 0;
-    for (size_t k = 0; k < b->nall && n < BT_FINALISTS + 1; k++)
+    for (size_t k = 0; k < b->nall && n < sizeof fin / sizeof fin[0]; k++)
         if (b->all[k].retimed)
             fin[n++] = b->all[k];
     if (n == 0)
@@ -679,7 +679,8 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
 }
 
 /* The GPU's clock drifts over a run (power and temperature), so candidates timed seconds apart
- * are not compared on equal terms. The default and the BT_FINALISTS fastest are timed again in
+ * are not compared on equal terms. The default and the BT_FINALISTS fastest (with the fastest
+ * unpruned one of each value of the family's finalist_key) are timed again in
  * BT_FINAL_ROUNDS interleaved rounds, each time after the GPU has idled for --rest milliseconds,
  * and each one's median stands for it: times of a GPU at the clock it runs between bursts, as a
  * side-by-side benchmark sees it, and not at the lower one a minutes-long tune holds it at (8-10%
@@ -688,9 +689,10 @@ static int find_prior(const bt_result *prior, size_t nprior, long M, const bt_ca
  * first pass. */
 static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
 {
-    timed *fin[BT_FINALISTS + 1];
-    int nfin = 0, has_def = 0, bad[BT_FINALISTS + 1] = {0};
-    double t[BT_FINALISTS + 1][BT_FINAL_ROUNDS], rel[BT_FINALISTS + 1];
+    enum { NFIN = BT_FINALISTS + 1 + BT_FINALIST_KEYS };
+    timed *fin[NFIN];
+    int nfin = 0, has_def = 0, bad[NFIN] = {0};
+    double t[NFIN][BT_FINAL_ROUNDS], rel[NFIN];
     if (b->nall == 0) /* (nothing verified: b->all is NULL) */
         return;
     qsort(b->all, b->nall, sizeof *b->all, cmp_timed);
@@ -700,6 +702,16 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
             fin[nfin++] = x;
             has_def |= x->cand == ndef;
         }
+    }
+    /* and the fastest of each value of the family's finalist key that none of them has */
+    const int key = r->fam->finalist_key ? bt_family_param_index(r->fam, r->fam->finalist_key) : -1;
+    for (size_t k = 0; key >= 0 && k < b->nall && nfin < NFIN; k++) {
+        timed *x = &b->all[k];
+        int seen = x->pruned;
+        for (int f = 0; f < nfin && !seen; f++)
+            seen = r->cands[fin[f]->cand].cand.v[key] == r->cands[x->cand].cand.v[key];
+        if (!seen)
+            fin[nfin++] = x;
     }
     if (nfin < 2)
         return;

@@ -27,6 +27,7 @@ struct CUmod_st {
     int checks; /* of the GEMM kernel in it */
     int nfns;
     struct CUfunc_st fns[8];
+    unsigned block; /* threads per block of its last GEMM launch */
 };
 
 static struct CUmod_st *last_gemm; /* the module of the last GEMM launched */
@@ -113,8 +114,9 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
 }
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
 {
-    (void)config, (void)params, (void)extra;
+    (void)params, (void)extra;
     last_gemm = f->mod;
+    last_gemm->block = config->blockDimX;
     while (getenv("BT_FAKE_CUDA_HANG"))
         sleep(1);
     return CUDA_SUCCESS;
@@ -157,7 +159,10 @@ CUresult CUDAAPI cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
     (void)a, (void)b;
-    *ms = getenv("BT_FAKE_CUDA_SLOW") && last_gemm && last_gemm->index % 2 ? 0.1f : 0.01f;
+    const char *slow_block = getenv("BT_FAKE_CUDA_SLOW_BLOCK"); /* kernels of that many threads 1.2x slower */
+    *ms = getenv("BT_FAKE_CUDA_SLOW") && last_gemm && last_gemm->index % 2                       ? 0.1f
+          : slow_block && last_gemm && last_gemm->block == (unsigned)strtoul(slow_block, NULL, 10) ? 0.012f
+                                                                                                  : 0.01f;
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t r, void *g, const cuuint64_t *d,
