@@ -703,14 +703,23 @@ static void retime(run *r, worker_ctl *wc, batch_result *b, size_t ndef, long M)
             has_def |= x->cand == ndef;
         }
     }
-    /* and the fastest of each value of the family's finalist key that none of them has */
+    /* and the fastest of each value of the family's finalist key (the default, a finalist
+     * however slow, stands for its value only where it is that value's fastest) */
     const int key = r->fam->finalist_key ? bt_family_param_index(r->fam, r->fam->finalist_key) : -1;
-    for (size_t k = 0; key >= 0 && k < b->nall && nfin < NFIN; k++) {
+    int done[NFIN], ndone = 0;
+    for (int f = 0; key >= 0 && f < nfin; f++)
+        if (fin[f]->cand != ndef)
+            done[ndone++] = r->cands[fin[f]->cand].cand.v[key];
+    for (size_t k = 0; key >= 0 && k < b->nall && nfin < NFIN && ndone < NFIN; k++) {
         timed *x = &b->all[k];
+        const int v = r->cands[x->cand].cand.v[key];
         int seen = x->pruned;
-        for (int f = 0; f < nfin && !seen; f++)
-            seen = r->cands[fin[f]->cand].cand.v[key] == r->cands[x->cand].cand.v[key];
-        if (!seen)
+        for (int d = 0; d < ndone && !seen; d++)
+            seen = done[d] == v;
+        if (seen)
+            continue;
+        done[ndone++] = v;
+        if (x->cand != ndef)
             fin[nfin++] = x;
     }
     if (nfin < 2)
