@@ -282,6 +282,22 @@ TEST(gpu_default_space_sample_verified)
     close_gpu(&fx);
 }
 
+/* open_gpu, skipping too where the device cannot run the native family (it needs sm_90a). */
+static int open_native_gpu(bt_t *t, gpu_fixture *fx)
+{
+    if (open_gpu(t, fx))
+        return -1;
+    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
+                               &fx->g.target, NULL, 0) == BT_REJ_ARCH) {
+        t->skipped = 1;
+        snprintf(t->skip_why, sizeof t->skip_why, "the native family needs sm_90a; this device is %s",
+                 fx->g.target.arch);
+        close_gpu(fx);
+        return -1;
+    }
+    return 0;
+}
+
 TEST(gpu_native_space_verified)
 {
     static const long odd_k_shapes[][2] = {{3072, 1664}, {576, 400}, {1536, 112}}, window_shapes[][2] = {{256, 4096}};
@@ -293,13 +309,8 @@ TEST(gpu_native_space_verified)
                                           {64, 32, 12, 8, 1, 4, 1}};
     enum { NOFFSET = sizeof offset_cands / sizeof offset_cands[0] };
     gpu_fixture fx;
-    if (open_gpu(t, &fx))
+    if (open_native_gpu(t, &fx))
         return;
-    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
-                               &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
-        close_gpu(&fx);
-        SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);
-    }
     size_t n;
     bt_cand *c = runnable(t, &fx, "native.yaml", &n);
     int runs = 0;
@@ -371,13 +382,8 @@ TEST(gpu_native_heuristic_verified)
     static const long shapes[][2] = {{256, 7168}, {576, 7168}, {1536, 7168}, {1024, 4096}, {4608, 7168}, {512, 16384}};
     static const long Ms[] = {1, 24, 100, 200, 600, 2048};
     gpu_fixture fx;
-    if (open_gpu(t, &fx))
+    if (open_native_gpu(t, &fx))
         return;
-    if (bt_family_native.check(&(bt_cand){{64, 64, 4, 8, 1, 1}}, &(bt_variant){BT_IN_FP8, BT_OUT_BF16, 128, 128},
-                               &fx.g.target, NULL, 0) == BT_REJ_ARCH) {
-        close_gpu(&fx);
-        SKIP("the native family needs sm_90a; this device is %s", fx.g.target.arch);
-    }
     int runs = 0, split = 0;
     for (int in = 0; in < 2; in++)
         for (int out = 0; out < 3; out++) {

@@ -482,18 +482,14 @@ TEST(tune_finalist_wrong_when_timed_again_is_skipped)
     bt_test_restore_env("BT_LIBCUDA", saved);
 }
 
-/* The sidecar lists each batch size's finalists as timed again, the pick first, so that a
- * kernel the port stands in for (SGLang's Triton one) can be asked to rank them. On the stand-in
- * driver: the tiny space's four and the default are all finalists. */
-TEST(tune_sidecar_lists_the_finalists)
+/* Tunes (7168, 2304) over space on the stand-in driver fake into dir, and returns the sidecar's
+ * results at M = 1 (in *prov, which the caller deletes), or NULL. */
+static const cJSON *fake_tune_results(bt_t *t, const char *fake, const char *space, const char *dir, cJSON **prov)
 {
-    char fake[4200], dir[4200], side[8400];
-    if (bt_test_fake_driver(fake, sizeof fake) != 0)
-        SKIP("no stand-in driver at %.200s", fake);
-    snprintf(dir, sizeof dir, "%s/finalists", bt_test_tmpdir());
+    char side[8400];
     char *saved = bt_test_set_env("BT_LIBCUDA", fake);
     char *out = NULL;
-    const char *args[] = {"--space", tiny_space(), "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir",
+    const char *args[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir",
                           cache_dir(), "--out-dir", dir, "--quiet", NULL};
     CHECK_EQ(bt_run_tune(&out, args), 0);
     free(out);
@@ -501,12 +497,25 @@ TEST(tune_sidecar_lists_the_finalists)
     snprintf(side, sizeof side, "%s/N=7168,K=2304,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128]"
              ".provenance.json", dir);
     bt_err err = {{0}};
-    cJSON *prov = bt_json_read(side, &err);
-    CHECK(prov != NULL);
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(prov, "runs"), 0),
+    *prov = bt_json_read(side, &err);
+    CHECK(*prov != NULL);
+    return cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*prov, "runs"), 0),
                                          "results"),
         "1");
+}
+
+/* The sidecar lists each batch size's finalists as timed again, the pick first, so that a
+ * kernel the port stands in for (SGLang's Triton one) can be asked to rank them. On the stand-in
+ * driver: the tiny space's four and the default are all finalists. */
+TEST(tune_sidecar_lists_the_finalists)
+{
+    char fake[4200], dir[4200];
+    if (bt_test_fake_driver(fake, sizeof fake) != 0)
+        SKIP("no stand-in driver at %.200s", fake);
+    snprintf(dir, sizeof dir, "%s/finalists", bt_test_tmpdir());
+    cJSON *prov = NULL;
+    const cJSON *res = fake_tune_results(t, fake, tiny_space(), dir, &prov);
     const cJSON *fin = cJSON_GetObjectItemCaseSensitive(res, "finalists");
     CHECK_EQ(cJSON_GetArraySize(fin), 5);
     const char *pick = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "config"));
@@ -543,28 +552,12 @@ TEST(tune_finalists_hold_each_num_warps)
         int slow_warps, finalists, of_slow_warps;
     } cases[] = {{"256", 8, 9, 1}, {"128", 4, 9, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char dir[4200], side[8400];
+        char dir[4200];
         snprintf(dir, sizeof dir, "%s/finalists-warps-%zu", bt_test_tmpdir(), i);
-        char *saved = bt_test_set_env("BT_LIBCUDA", fake),
-             *slow = bt_test_set_env("BT_FAKE_CUDA_SLOW_BLOCK", cases[i].slow_block);
-        char *out = NULL;
-        const char *args[] = {"--space", space, "--N", "7168", "--K", "2304", "--rest", "0", "--cache-dir",
-                              cache_dir(), "--out-dir", dir, "--quiet", NULL};
-        CHECK_EQ(bt_run_tune(&out, args), 0);
-        free(out);
+        char *slow = bt_test_set_env("BT_FAKE_CUDA_SLOW_BLOCK", cases[i].slow_block);
+        cJSON *prov = NULL;
+        const cJSON *fin = cJSON_GetObjectItemCaseSensitive(fake_tune_results(t, fake, space, dir, &prov), "finalists");
         bt_test_restore_env("BT_FAKE_CUDA_SLOW_BLOCK", slow);
-        bt_test_restore_env("BT_LIBCUDA", saved);
-        snprintf(side, sizeof side, "%s/N=7168,K=2304,device_name=Fake_GPU,dtype=fp8_w8a8,block_shape=[128, 128]"
-                 ".provenance.json", dir);
-        bt_err err = {{0}};
-        cJSON *prov = bt_json_read(side, &err);
-        CHECK(prov != NULL);
-        const cJSON *fin = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(prov, "runs"), 0), "results"),
-                "1"),
-            "finalists");
         int n = 0;
         const cJSON *f;
         cJSON_ArrayForEach(f, fin)
