@@ -9,6 +9,8 @@ the device's measured copy rate (default the H100's)."""
 import argparse, json, math, re
 
 COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes read + written)
+# The keys of a classic (SGLang-format) entry in the order the tuner writes them: a run's csv.
+CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
 def geomean(xs):

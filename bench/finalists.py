@@ -19,9 +19,7 @@ Usage: python3 bench/finalists.py FROM OUT"""
 import glob, json, os, shutil, sys
 
 from adopt import load, source_run  # bench/ is on the path
-
-# The keys of a classic entry in the order the tuner writes them, the order of a run's csv.
-CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+from compare import CLASSIC_KEYS
 
 
 def entry(csv):

@@ -20,6 +20,7 @@ import argparse, ctypes, json, math, re, sys, tempfile, torch
 
 from peer import graph, rotation_sets  # bench/ is on the path
 from sidebyside import Blocktune, classic_config_dir, inputs
+from compare import CLASSIC_KEYS
 
 # In the order of the patch's slots: thread 0's set-up, the producer thread's path to its first
 # copy, the consumers' (warpgroup 0's first thread), the exit, and the first scale arrival.
@@ -31,7 +32,6 @@ W = len(POINTS)  # words per CTA
 # K step's data in shared memory, the last step done, the stores issued (its other words are 0).
 CLASSIC_POINTS = ("entry", "tile", "loads_issued", "first_data", "last_step", "stores_done", "exit")
 NATIVE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "num_stages", "GROUP_SIZE_M", "CLUSTER_M", "SPLIT_K", "CTAS_PER_SM")
-CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
 def with_event_room(s, max_ctas):
