@@ -4,15 +4,18 @@
 # (default 2), then bench/pick.py's choice per point: the adopt.py flags of each finalist
 # directory that beat the shipped entry by more than 2% in every run.
 # Usage: bench/triton_finalists.sh SHAPES MS   e.g. 7168x2304,4096x512 512,1024,2048
+# SHIPPED=DIR sets the files to beat (default configs; for a shape with no file there yet, the
+# tune's own, TUNED=DIR, default /tmp/configs).
 # Output: $OUT/tri_<run>.jsonl, $OUT/pick.txt, and the finalist directories in $OUT/finalists.tar;
 # then, where the files are kept: python3 bench/adopt.py --family classic --from finalists/fK
 # --into configs --why ... <pick.txt's flags for fK>.
 set -eu
 shapes=$1 ms=$2
 out=${OUT:-/tmp/out}
+tuned=${TUNED:-/tmp/configs} shipped=${SHIPPED:-configs}
 fin=/tmp/finalists
 rm -rf "$fin"
-python3 bench/finalists.py /tmp/configs "$fin"
+python3 bench/finalists.py "$tuned" "$fin"
 dirs=() news=()
 for d in "$fin"/f*; do
     dirs+=(--dir "$(basename "$d")=$d")
@@ -20,7 +23,7 @@ for d in "$fin"/f*; do
 done
 runs=()
 for r in $(seq "${RUNS:-2}"); do
-    python3 bench/triton_configs.py --dir shipped=configs "${dirs[@]}" --shapes "$shapes" --ms "$ms" \
+    python3 bench/triton_configs.py --dir shipped="$shipped" "${dirs[@]}" --shapes "$shapes" --ms "$ms" \
         >"$out/tri_$r.jsonl"
     runs+=("$out/tri_$r.jsonl")
 done
