@@ -19,7 +19,7 @@ Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 
        as the tuner's own)"""
 import argparse, glob, json, os, sys, tempfile
 
-from compare import config_name  # bench/ is on the path
+from compare import CLASSIC_KEYS, config_name  # bench/ is on the path
 
 
 def cjson_string(s):
@@ -123,6 +123,13 @@ def source_run(side, M):
     return next((r for r in reversed(side.get("runs", [])) if str(M) in r.get("results", {})), None)
 
 
+def not_its_pick(run, M, entry, native):
+    """Whether a classic entry is one of run's finalists at M other than its pick (bench/finalists.py
+    writes them; it has no native counterpart)."""
+    pick = run.get("results", {}).get(str(M), {}).get("config")
+    return not native and pick is not None and pick != ",".join(str(entry[k]) for k in CLASSIC_KEYS)
+
+
 def nearest(cfg, M):
     """The batch size whose entry a call with M runs: the nearest, the smaller of two equally near
     (as SGLang and the library pick)."""
@@ -182,9 +189,10 @@ def main():
             if mine is None:
                 mine = dict(run, adopted=[], adopted_because=a.why)
                 side["runs"].append(mine)
-            elif "adopted" not in mine and any(str(M) in r.get("results", {})
-                                               for r in side["runs"][side["runs"].index(mine) + 1:]):
-                # A run that wrote this file itself, taken back at M over a later run's pick.
+            elif "adopted" not in mine and (not_its_pick(run, M, new[str(M)], native) or any(
+                    str(M) in r.get("results", {}) for r in side["runs"][side["runs"].index(mine) + 1:])):
+                # A run that wrote this file itself, taken back at M over a later run's pick, or
+                # one of its finalists other than its pick.
                 mine["adopted"], mine["adopted_because"] = [], a.why
             # (A run the sidecar already holds without "adopted" wrote this file itself.)
             if M not in mine.get("adopted", [M]):
