@@ -5,7 +5,8 @@
 # directory that beat the shipped entry by more than 2% in every run.
 # Usage: bench/triton_finalists.sh SHAPES MS   e.g. 7168x2304,4096x512 512,1024,2048
 # SHIPPED=DIR sets the files to beat (default configs; for a shape with no file there yet, the
-# tune's own, TUNED=DIR, default /tmp/configs).
+# tune's own, TUNED=DIR, default /tmp/configs). ALSO="name=DIR ..." times more directories beside
+# them, for reference only (SGLang's shipped files, say).
 # Output: $OUT/tri_<run>.jsonl, $OUT/pick.txt, and the finalist directories in $OUT/finalists.tar;
 # then, where the files are kept: python3 bench/adopt.py --family classic --from finalists/fK
 # --into configs --why ... <pick.txt's flags for fK>.
@@ -17,6 +18,7 @@ fin=/tmp/finalists
 rm -rf "$fin"
 python3 bench/finalists.py "$tuned" "$fin"
 dirs=() news=()
+for d in ${ALSO:-}; do dirs+=(--dir "$d"); done
 for d in "$fin"/f*; do
     dirs+=(--dir "$(basename "$d")=$d")
     news+=(--new "$(basename "$d")")
