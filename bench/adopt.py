@@ -19,7 +19,7 @@ Usage: python3 bench/adopt.py --from NEWDIR --into configs --why "TEXT" --point 
        as the tuner's own)"""
 import argparse, glob, json, os, sys, tempfile
 
-from compare import CLASSIC_KEYS, config_name  # bench/ is on the path
+from compare import classic_csv, config_name  # bench/ is on the path
 
 
 def cjson_string(s):
@@ -127,7 +127,7 @@ def not_its_pick(run, M, entry, native):
     """Whether a classic entry is one of run's finalists at M other than its pick (bench/finalists.py
     writes them; it has no native counterpart)."""
     pick = run.get("results", {}).get(str(M), {}).get("config")
-    return not native and pick is not None and pick != ",".join(str(entry[k]) for k in CLASSIC_KEYS)
+    return not native and pick is not None and pick != classic_csv(entry)
 
 
 def nearest(cfg, M):

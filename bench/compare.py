@@ -13,6 +13,16 @@ COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes r
 CLASSIC_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
+def classic_csv(entry):
+    """A classic entry as a run's csv ("64,128,128,32,4,3")."""
+    return ",".join(str(entry[k]) for k in CLASSIC_KEYS)
+
+
+def classic_entry(csv):
+    """A run's csv as a classic entry."""
+    return dict(zip(CLASSIC_KEYS, (int(v) for v in csv.split(","))))
+
+
 def geomean(xs):
     """The geometric mean of positive numbers (nan for none); the tables' scripts share it."""
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")

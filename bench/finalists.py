@@ -19,11 +19,7 @@ Usage: python3 bench/finalists.py FROM OUT"""
 import glob, json, os, shutil, sys
 
 from adopt import load, source_run  # bench/ is on the path
-from compare import CLASSIC_KEYS
-
-
-def entry(csv):
-    return dict(zip(CLASSIC_KEYS, (int(v) for v in csv.split(","))))
+from compare import classic_entry
 
 
 def main():
@@ -53,7 +49,7 @@ def main():
         d = os.path.join(out, f"f{k + 1}")
         os.makedirs(d, exist_ok=True)
         for f, r in ranked.items():
-            picks = {M: entry(v[k] if k < len(v) else v[0]) for M, v in r.items()}
+            picks = {M: classic_entry(v[k] if k < len(v) else v[0]) for M, v in r.items()}
             with open(os.path.join(d, os.path.basename(f)), "w") as fh:
                 fh.write(json.dumps(picks, indent=4) + "\n")
             side = f[:-5] + ".provenance.json"
