@@ -5,7 +5,8 @@ timings of bench/sidebyside.py.
 Usage: python3 bench/compare.py SIDEBYSIDE.jsonl [--copy-tbps 4.25]
 Rows with native_pdl_us (sidebyside.py --pdl) also get a second table: the native kernels with
 and without programmatic dependent launch. The memory floor is the GEMM's bytes at --copy-tbps,
-the device's measured copy rate (default the H100's)."""
+the device's measured copy rate (default the H100's). Last, issue 4's FP8 targets, each with
+what the run reaches and whether it holds (the INT8 one is bench/int8_table.py's)."""
 import argparse, json, math, re
 
 COPY_TBPS = 3.0  # measured device-to-device copy bandwidth on the H100 (bytes read + written)
@@ -60,6 +61,44 @@ def pdl_table(rows, tbps):
               f"{n / d:.3f}x | {f'{p:.2f}' if p else '-'} |")
 
 
+def targets(rows, tbps):
+    """Issue 4's FP8 targets over one run's rows, one line each: what they reach, and whether it holds."""
+    def holds(ok):
+        return "holds" if ok else "does not hold"
+
+    peer = [(r["peer_us"] / r["native_us"], r) for r in rows if r["peer_us"]]
+    cla = [(r["classic_us"] / r["native_us"], r) for r in rows]
+    g = geomean([s for s, _ in peer])
+    print(f"\n- geomean speedup over cuBLASLt >= 1.15: {g:.3f} over {len(peer)} points: {holds(g >= 1.15)}")
+    for name, sp in (("cuBLASLt", peer), ("the classic kernel", cla)):
+        if not sp:
+            continue
+        s, r = min(sp, key=lambda x: x[0])
+        print(f"- every point faster than {name}: {sum(x > 1 for x, _ in sp)} of {len(sp)}, the closest "
+              f"({r['N']}, {r['K']}) M = {r['M']} at {s:.3f}x: {holds(s > 1)}")
+    # M <= 128 on the shapes whose weights are at least 16 MB: the lowest share of the floor.
+    floor = {}
+    for r in rows:
+        if r["M"] <= 128 and r["N"] * r["K"] >= 16e6:
+            f = floor_us(r["N"], r["K"], r["M"], tbps)
+            low = floor.setdefault((r["N"], r["K"]), [1e9, 1e9])
+            low[0] = min(low[0], f / r["native_us"])
+            if r.get("native_pdl_us"):
+                low[1] = min(low[1], f / r["native_pdl_us"])
+    if floor:
+        met = sum(lo >= 0.85 for lo, _ in floor.values())
+        cells = ", ".join(f"({N}, {K}) {100 * lo:.0f}%" + (f" ({100 * pdl:.0f}% with PDL)" if pdl < 1e9 else "")
+                          for (N, K), (lo, pdl) in floor.items())
+        print(f"- M <= 128, weights >= 16 MB, >= 85% of the floor at {tbps} TB/s: {met} of {len(floor)} shapes "
+              f"(the lowest point of each: {cells}): {holds(met == len(floor))}")
+    large = [r for r in rows if r["M"] >= 2048 and r["N"] >= 2048 and r["K"] >= 2048]
+    if large:
+        tf = geomean([2 * r["M"] * r["N"] * r["K"] / r["native_us"] / 1e6 for r in large])
+        lt = [2 * r["M"] * r["N"] * r["K"] / r["peer_us"] / 1e6 for r in large if r["peer_us"]]
+        print(f"- M >= 2048, N, K >= 2048, >= 1300 TFLOPS geomean: {tf:.0f} over {len(large)} points "
+              f"(cuBLASLt {geomean(lt):.0f}): {holds(tf >= 1300)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("jsonl", help="sidebyside.py's output")
@@ -84,6 +123,7 @@ def main():
           f"over the classic kernel: {geomean(sp_cla):.3f} over {len(sp_cla)} points")
     if rows and all("native_pdl_us" in r for r in rows):
         pdl_table(rows, o.copy_tbps)
+    targets(rows, o.copy_tbps)
 
 
 if __name__ == "__main__":
