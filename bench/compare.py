@@ -46,6 +46,11 @@ def gemm_bytes(N, K, M):
     return M * K + N * K + 4 * (M * ks + ns * ks) + 2 * M * N
 
 
+def tflops(N, K, M, us):
+    """A GEMM's rate in TFLOPS (2 M N K flops in `us` microseconds); the tables' scripts share it."""
+    return 2 * M * N * K / us / 1e6
+
+
 def floor_us(N, K, M, tbps=COPY_TBPS):
     """gemm_bytes at the copy bandwidth."""
     return gemm_bytes(N, K, M) / (tbps * 1e6)
@@ -61,13 +66,12 @@ def pdl_table(rows, tbps):
               f"{n / d:.3f}x | {f'{p:.2f}' if p else '-'} |")
 
 
-def targets(rows, tbps):
-    """Issue 4's FP8 targets over one run's rows, one line each: what they reach, and whether it holds."""
+def targets(rows, peer, cla, tbps):
+    """Issue 4's FP8 targets over one run's rows, one line each: what they reach, and whether it
+    holds. peer and cla: (speedup over cuBLASLt or the classic kernel, row) where each ran."""
     def holds(ok):
         return "holds" if ok else "does not hold"
 
-    peer = [(r["peer_us"] / r["native_us"], r) for r in rows if r["peer_us"]]
-    cla = [(r["classic_us"] / r["native_us"], r) for r in rows]
     g = geomean([s for s, _ in peer])
     print(f"\n- geomean speedup over cuBLASLt >= 1.15: {g:.3f} over {len(peer)} points: {holds(g >= 1.15)}")
     for name, sp in (("cuBLASLt", peer), ("the classic kernel", cla)):
@@ -91,8 +95,8 @@ def targets(rows, tbps):
               f"(the lowest point of each: {cells}): {holds(met == len(low))}")
     large = [r for r in rows if r["M"] >= 2048 and r["N"] >= 2048 and r["K"] >= 2048]
     if large:
-        tf = geomean([2 * r["M"] * r["N"] * r["K"] / r["native_us"] / 1e6 for r in large])
-        lt = [2 * r["M"] * r["N"] * r["K"] / r["peer_us"] / 1e6 for r in large if r["peer_us"]]
+        tf = geomean([tflops(r["N"], r["K"], r["M"], r["native_us"]) for r in large])
+        lt = [tflops(r["N"], r["K"], r["M"], r["peer_us"]) for r in large if r["peer_us"]]
         print(f"- M >= 2048, N, K >= 2048, >= 1300 TFLOPS geomean: {tf:.0f} over {len(large)} points "
               f"(cuBLASLt {geomean(lt):.0f}): {holds(tf >= 1300)}")
 
@@ -108,20 +112,20 @@ def main():
     rows = [json.loads(line) for line in open(o.jsonl) if line.startswith("{")]
     print("| N | K | M | native us | config | TFLOPS | % of memory floor | cuBLASLt us | classic us | vs cuBLASLt | vs classic |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    sp_peer, sp_cla = [], []
+    sp_peer, sp_cla = [], []  # (speedup, row)
     for r in rows:
         N, K, M, n, p, c = r["N"], r["K"], r["M"], r["native_us"], r["peer_us"], r["classic_us"]
         if p:
-            sp_peer.append(p / n)
-        sp_cla.append(c / n)
-        print(f"| {N} | {K} | {M} | {n:.2f} | {config(r['native_kernel'])} | {2 * M * N * K / n / 1e6:.0f} | "
+            sp_peer.append((p / n, r))
+        sp_cla.append((c / n, r))
+        print(f"| {N} | {K} | {M} | {n:.2f} | {config(r['native_kernel'])} | {tflops(N, K, M, n):.0f} | "
               f"{100 * floor_us(N, K, M, o.copy_tbps) / n:.0f}% | {f'{p:.2f}' if p else '-'} | {c:.2f} | "
               f"{f'{p / n:.2f}x' if p else 'refused'} | {c / n:.2f}x |")
-    print(f"\ngeomean speedup over cuBLASLt block-scaled: {geomean(sp_peer):.3f} over {len(sp_peer)} points; "
-          f"over the classic kernel: {geomean(sp_cla):.3f} over {len(sp_cla)} points")
+    print(f"\ngeomean speedup over cuBLASLt block-scaled: {geomean([s for s, _ in sp_peer]):.3f} over {len(sp_peer)} "
+          f"points; over the classic kernel: {geomean([s for s, _ in sp_cla]):.3f} over {len(sp_cla)} points")
     if rows and all("native_pdl_us" in r for r in rows):
         pdl_table(rows, o.copy_tbps)
-    targets(rows, o.copy_tbps)
+    targets(rows, sp_peer, sp_cla, o.copy_tbps)
 
 
 if __name__ == "__main__":

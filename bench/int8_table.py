@@ -9,7 +9,7 @@ time at M <= 64, M = 128, M = 512 and at the large-M points (M >= 2048, N and K 
 their TFLOPS geomeans, and the largest relative difference between the two kernels' outputs."""
 import argparse, json
 
-from compare import geomean  # bench/ is on the path
+from compare import geomean, tflops as rate  # bench/ is on the path
 
 
 def load(path):
@@ -24,7 +24,7 @@ def ratio(r):
 
 
 def tflops(r, kernel):
-    return 2 * r["M"] * r["N"] * r["K"] / r["us"][kernel] / 1e6
+    return rate(r["N"], r["K"], r["M"], r["us"][kernel])
 
 
 def summary(name, rows):
